@@ -1,0 +1,1 @@
+"""The ACP face (Agent Client Protocol v1 over stdio). Protocol translation only."""

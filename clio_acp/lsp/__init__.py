@@ -1,0 +1,1 @@
+"""The LSP face (pygls). Protocol translation only."""

@@ -1,0 +1,72 @@
+"""Shared test fixtures.
+
+- ``REPO_ROOT`` / ``SHARED``: the repository and the ``../shared`` folder beside it
+  (real trajectories and model responses are loaded from there, never copied).
+- ``isolated_dirs`` (autouse): every test gets its own data/state/config/cache roots
+  through the ``CLIO_ACP_*_DIR`` variables, so no test touches the user's files.
+- ``run_cli``: runs ``python -m clio_acp`` as a real subprocess with this checkout
+  first on ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED = REPO_ROOT.parent / "shared"
+
+
+def subprocess_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a child ``python -m clio_acp``: this checkout importable."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if extra:
+        env.update(extra)
+    return env
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    root = tmp_path_factory.mktemp("clio-home")
+    dirs = {}
+    for name in ("data", "state", "config", "cache"):
+        path = root / name
+        path.mkdir()
+        monkeypatch.setenv(f"CLIO_ACP_{name.upper()}_DIR", str(path))
+        dirs[name] = path
+    return dirs
+
+
+@pytest.fixture
+def run_cli():
+    def _run(
+        *args: str,
+        input: str | None = None,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "clio_acp", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env=subprocess_env(env),
+            timeout=timeout,
+        )
+
+    return _run
+
+
+@pytest.fixture
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.fail(f"shared data folder missing: {SHARED} (it must sit beside the repository)")
+    return SHARED
