@@ -12,10 +12,11 @@ import logging
 import sys
 
 from clio_acp import __version__
-from clio_acp.cli import paths_cmd
+from clio_acp.cli import memory_cmd, paths_cmd
 
 # One line per command module; keep alphabetical to make merges trivial.
 _COMMAND_MODULES = [
+    memory_cmd,
     paths_cmd,
 ]
 

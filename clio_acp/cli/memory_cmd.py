@@ -1,0 +1,23 @@
+"""``clio-acp memory …``: the memory command group.
+
+Verbs live in their own modules (``memory_parse``: the operator's envelope debugger;
+the durable-record verbs: list, approve, reject, prune, promote). This module only
+creates the group and asks each verb module to register itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+# One line per verb module; keep alphabetical to make merges trivial.
+_VERB_MODULES: list = []
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "memory", help="task memory: parse envelopes, list/approve/reject durable records"
+    )
+    verbs = parser.add_subparsers(dest="memory_verb", metavar="VERB")
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+    for module in _VERB_MODULES:
+        module.register(verbs)
