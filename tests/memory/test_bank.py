@@ -1,0 +1,285 @@
+"""TaskMemoryBank per MEMORY_SPEC §1."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from clio_acp.memory.bank import (
+    TaskMemoryBank,
+    estimate_tokens,
+    normalize_content,
+    utc_now_iso,
+)
+
+
+class FakeClock:
+    """Advances 1 ms per reading so every write has a distinct timestamp."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(milliseconds=1)
+        return self.now
+
+
+class FrozenClock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def make_bank(**kwargs) -> TaskMemoryBank:
+    return TaskMemoryBank(clock=FakeClock(), **kwargs)
+
+
+def test_ids_share_one_counter_across_classes():
+    bank = make_bank()
+    assert bank.save("knowledge", "a").id == "tm-k-1"
+    assert bank.save("procedural", "b").id == "tm-p-2"
+    assert bank.update_status("c").id == "tm-s-3"
+
+
+def test_ids_are_lowercase_base36_after_nine():
+    bank = make_bank()
+    ids = [bank.save("procedural", f"p{i}").id for i in range(11)]
+    assert ids[8] == "tm-p-9"
+    assert ids[9] == "tm-p-a"
+    assert ids[10] == "tm-p-b"
+
+
+def test_clear_resets_the_counter_so_ids_repeat():
+    bank = make_bank()
+    bank.save("knowledge", "a")
+    bank.save("knowledge", "b")
+    bank.clear()
+    assert bank.size == 0
+    assert bank.save("knowledge", "c").id == "tm-k-1"
+
+
+def test_content_is_collapsed_trimmed_and_cut_to_1200():
+    assert normalize_content("  a \n\t b  ") == "a b"
+    assert len(normalize_content("x" * 1300)) == 1200
+    assert normalize_content("x" * 1199 + " y") == "x" * 1199
+    with pytest.raises(ValueError):
+        normalize_content(" \n ")
+
+
+def test_update_status_keeps_id_created_at_and_injection_count():
+    bank = make_bank()
+    first = bank.update_status("one")
+    second = bank.update_status("two")
+    assert second.id == first.id
+    assert second.created_at == first.created_at
+    assert second.last_touched_at > first.last_touched_at
+    assert second.content == "two"
+
+
+def test_save_with_id_updates_only_within_its_class():
+    bank = make_bank()
+    k = bank.save("knowledge", "fact")
+    updated = bank.save("knowledge", "fact v2", k.id)
+    assert (updated.id, updated.created_at, updated.content) == (k.id, k.created_at, "fact v2")
+    with pytest.raises(KeyError, match="not found"):
+        bank.save("procedural", "x", k.id)
+    with pytest.raises(KeyError, match="not found"):
+        bank.save("knowledge", "x", "tm-k-99")
+
+
+def test_eviction_removes_least_recently_touched_first():
+    bank = make_bank(knowledge_cap=2)
+    a = bank.save("knowledge", "a")
+    b = bank.save("knowledge", "b")
+    bank.record_injection([a.id])  # a is now the most recently touched
+    bank.save("knowledge", "c")
+    assert {e.id for e in bank.knowledge} == {a.id, "tm-k-3"}
+    assert bank.get(b.id) is None
+
+
+def test_eviction_ties_break_by_created_at_then_id():
+    clock = FrozenClock()
+    bank = TaskMemoryBank(procedural_cap=2, clock=clock)
+    bank.save("procedural", "a")
+    bank.save("procedural", "b")
+    bank.save("procedural", "c")
+    # identical timestamps: lowest id goes first
+    assert [e.id for e in bank.procedural] == ["tm-p-2", "tm-p-3"]
+
+
+@pytest.mark.parametrize("cap", [0, -1, 2.5, None, True])
+def test_non_positive_integer_cap_falls_back_to_default(cap):
+    bank = TaskMemoryBank(knowledge_cap=cap, procedural_cap=cap)
+    assert (bank.knowledge_cap, bank.procedural_cap) == (20, 30)
+
+
+def test_delete_entry_covers_status_and_both_classes():
+    bank = make_bank()
+    k = bank.save("knowledge", "k")
+    p = bank.save("procedural", "p")
+    s = bank.update_status("s")
+    assert bank.delete_entry(s.id) and bank.status is None
+    assert bank.delete_entry(k.id) and bank.delete_entry(p.id)
+    assert not bank.delete_entry(k.id)
+    assert bank.size == 0
+
+
+def test_record_injection_dedups_and_ignores_status_and_unknown():
+    bank = make_bank()
+    k = bank.save("knowledge", "k")
+    s = bank.update_status("s")
+    bank.record_injection([k.id, k.id, s.id, "tm-k-77"])
+    assert bank.get(k.id).injection_count == 1
+    assert bank.get(s.id).injection_count == 0
+    assert bank.get(k.id).last_touched_at > k.last_touched_at
+
+
+def test_render_order_is_last_touched_desc_then_knowledge_then_id():
+    clock = FrozenClock()
+    bank = TaskMemoryBank(clock=clock)
+    bank.save("procedural", "p")  # tm-p-1
+    bank.save("knowledge", "k")  # tm-k-2
+    bank.save("knowledge", "k2")  # tm-k-3
+    clock.now += timedelta(seconds=1)
+    bank.save("procedural", "newest")  # tm-p-4
+    assert bank.render(1000).splitlines() == [
+        "- [tm-p-4] procedural: newest",
+        "- [tm-k-2] knowledge: k",
+        "- [tm-k-3] knowledge: k2",
+        "- [tm-p-1] procedural: p",
+    ]
+
+
+def test_render_skips_an_overflowing_entry_and_keeps_walking():
+    bank = make_bank()
+    bank.save("knowledge", "short")  # oldest: rendered last
+    bank.save("knowledge", "x" * 200)
+    bank.save("knowledge", "tiny")  # newest
+    line_tiny = "- [tm-k-3] knowledge: tiny"
+    line_short = "- [tm-k-1] knowledge: short"
+    budget = estimate_tokens(line_tiny + "\n" + line_short)
+    assert bank.render(budget) == line_tiny + "\n" + line_short
+
+
+def test_render_budget_counts_the_cumulative_block_with_newlines():
+    bank = make_bank()
+    bank.save("knowledge", "aaaa")  # "- [tm-k-1] knowledge: aaaa" is 26 chars
+    bank.save("knowledge", "bbbb")
+    # two lines + one newline = 53 chars -> 14 tokens; 52/4 = 13 would fit without it
+    assert len(bank.render(13).splitlines()) == 1
+    assert len(bank.render(14).splitlines()) == 2
+
+
+@pytest.mark.parametrize("budget", [0, -5, float("inf"), float("nan")])
+def test_unusable_budget_renders_nothing(budget):
+    bank = make_bank()
+    bank.save("knowledge", "k")
+    assert bank.render(budget) == ""
+    assert bank.render_restored_state(budget) == ""
+
+
+def test_status_is_never_rendered_even_when_asked_for():
+    bank = make_bank()
+    bank.update_status("secret plan")
+    bank.save("knowledge", "k")
+    assert "secret plan" not in bank.render(1000, ("status", "knowledge", "procedural"))
+
+
+def test_restored_state_puts_status_first_then_knowledge_only():
+    bank = make_bank()
+    bank.save("knowledge", "k")
+    bank.save("procedural", "p")
+    bank.update_status("working on x")
+    assert bank.render_restored_state(1000) == (
+        "- [tm-s-3] status: working on x\n- [tm-k-1] knowledge: k"
+    )
+
+
+def test_restored_state_knowledge_gets_budget_minus_status_cost():
+    bank = make_bank()
+    bank.save("knowledge", "k" * 40)
+    bank.update_status("s")
+    status_line = "- [tm-s-2] status: s"
+    knowledge_cost = estimate_tokens("- [tm-k-1] knowledge: " + "k" * 40)
+    budget = estimate_tokens(status_line) + knowledge_cost
+    assert bank.render_restored_state(budget).count("\n") == 1
+    assert bank.render_restored_state(budget - 1) == status_line
+
+
+def test_restored_state_falls_back_to_knowledge_when_status_alone_is_too_big():
+    bank = make_bank()
+    bank.save("knowledge", "k")
+    bank.update_status("s" * 400)
+    assert bank.render_restored_state(20) == "- [tm-k-1] knowledge: k"
+
+
+def test_snapshot_orders_by_created_at_and_is_a_deep_copy():
+    bank = make_bank()
+    bank.save("knowledge", "b")
+    bank.save("knowledge", "a")
+    bank.update_status("s")
+    snap = bank.snapshot()
+    assert snap["version"] == 1
+    assert [e["id"] for e in snap["knowledge"]] == ["tm-k-1", "tm-k-2"]
+    assert snap["status"]["id"] == "tm-s-3"
+    assert set(snap["knowledge"][0]) == {
+        "id",
+        "kind",
+        "content",
+        "createdAt",
+        "lastTouchedAt",
+        "injectionCount",
+    }
+    snap["knowledge"][0]["content"] = "mutated"
+    assert bank.get("tm-k-1").content == "b"
+
+
+def test_restore_keeps_ids_and_continues_the_counter():
+    bank = make_bank()
+    for i in range(11):
+        bank.save("procedural", f"p{i}")  # up to tm-p-b
+    snap = bank.snapshot()
+    other = make_bank()
+    other.restore(snap)
+    assert {e.id for e in other.procedural} == {e.id for e in bank.procedural}
+    assert other.save("knowledge", "next").id == "tm-k-c"
+
+
+def test_restore_rejects_a_malformed_snapshot_and_keeps_the_bank():
+    bank = make_bank()
+    bank.save("knowledge", "keep me")
+    with pytest.raises(ValueError):
+        bank.restore({"version": 1, "knowledge": [{"id": "tm-k-1"}]})
+    with pytest.raises(ValueError):
+        bank.restore({"version": 2})
+    assert bank.get("tm-k-1").content == "keep me"
+
+
+def test_timestamps_are_canonical_utc_with_milliseconds():
+    assert (
+        utc_now_iso(datetime(2026, 3, 4, 5, 6, 7, 891234, tzinfo=UTC)) == "2026-03-04T05:06:07.891Z"
+    )
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["knowledge", "procedural", "status"]), st.text(min_size=1)),
+        max_size=80,
+    )
+)
+def test_bank_never_exceeds_its_caps(ops):
+    bank = TaskMemoryBank(knowledge_cap=5, procedural_cap=7, clock=FakeClock())
+    for kind, text in ops:
+        try:
+            if kind == "status":
+                bank.update_status(text)
+            else:
+                bank.save(kind, text)
+        except ValueError:
+            continue
+        assert len(bank.knowledge) <= 5 and len(bank.procedural) <= 7
