@@ -4,6 +4,9 @@
   (real trajectories and model responses are loaded from there, never copied).
 - ``isolated_dirs`` (autouse): every test gets its own data/state/config/cache roots
   through the ``CLIO_ACP_*_DIR`` variables, so no test touches the user's files.
+- ``model_server``: a started scripted OpenAI-compatible server on loopback
+  (``tests/support/model_server.py``: script replies, read recorded requests,
+  ``install_settings()`` points the product's chat/memory roles at it).
 - ``run_cli``: runs ``python -m clio_acp`` as a real subprocess with this checkout
   first on ``PYTHONPATH``.
 """
@@ -13,9 +16,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.model_server import ScriptedModelServer, running_server
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
@@ -70,3 +76,10 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.fail(f"shared data folder missing: {SHARED} (it must sit beside the repository)")
     return SHARED
+
+
+@pytest.fixture
+def model_server() -> Iterator[ScriptedModelServer]:
+    """A started scripted model server (see ``tests/support/model_server.py``)."""
+    with running_server() as server:
+        yield server

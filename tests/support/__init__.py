@@ -1,0 +1,1 @@
+"""Test-only helpers shared by every test package (scripted model server, …)."""
