@@ -1,0 +1,303 @@
+"""records.json store (MEMORY_SPEC §6): schema, atomic locked writes, cap, corrupt files."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from clio_acp.memory.records import MemoryRecord, format_timestamp, is_canonical_timestamp
+from clio_acp.memory.store import (
+    MemoryStore,
+    MemoryStoreCorrupt,
+    MemoryStoreLimit,
+    RecordNotFound,
+)
+from clio_acp.paths import resolve_paths
+from tests.conftest import subprocess_env
+
+NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+
+
+def make_record(n: int, **overrides) -> MemoryRecord:
+    data = {
+        "id": f"mem-{n:016x}",
+        "scope": "global",
+        "key": f"key-{n:04d}",
+        "lesson": f"Lesson number {n}.",
+        "evidenceRefs": [f"session:s{n}"],
+        "appliesWhen": [],
+        "avoidWhen": [],
+        "confidence": 0.6,
+        "createdAt": format_timestamp(NOW),
+        "approved": False,
+    }
+    data.update(overrides)
+    return MemoryRecord.model_validate(data)
+
+
+@pytest.fixture
+def store() -> MemoryStore:
+    return MemoryStore(resolve_paths().records_file, clock=lambda: NOW)
+
+
+def test_missing_file_is_an_empty_store(store: MemoryStore) -> None:
+    assert not store.path.exists()
+    assert store.load() == []
+
+
+def test_written_file_is_sorted_pretty_json_with_trailing_newline(store: MemoryStore) -> None:
+    repo = {"repository": {"kind": "canonical-path", "key": "/tmp"}, "scope": "repo"}
+    store.add_if_absent(make_record(3, key="b", **repo))
+    store.add_if_absent(make_record(2, key="z"))
+    store.add_if_absent(make_record(1, key="b", **repo, createdAt="2026-01-01T00:00:00.000Z"))
+    text = store.path.read_text(encoding="utf-8")
+    assert text.endswith("}\n") and text.startswith('{\n  "version": 1,\n  "records": [\n')
+    data = json.loads(text)
+    assert [r["id"] for r in data["records"]] == [
+        "mem-0000000000000002",  # global first
+        "mem-0000000000000001",  # repo, key b, older
+        "mem-0000000000000003",
+    ]
+    assert "lastVerifiedAt" not in data["records"][0]  # absent, never null
+    assert data["records"][0]["confidence"] == 0.6
+
+
+def test_round_trip_preserves_every_field(store: MemoryStore) -> None:
+    record = make_record(
+        7,
+        lastVerifiedAt="2026-11-01T00:00:00.000Z",
+        regressions=["r1"],
+        provenance={
+            "sourceKind": "task-bank-entry",
+            "sourceSessionId": "sess",
+            "sourceEntryId": "tm-k-1",
+            "sourceEntryKind": "knowledge",
+            "sourceEntryCreatedAt": "2026-11-01T00:00:00.000Z",
+            "sourceEntryLastTouchedAt": "2026-11-01T00:00:01.000Z",
+            "redaction": {
+                "appliedBeforePersistence": True,
+                "replacementCount": 0,
+                "sourceFields": [],
+            },
+        },
+    )
+    store.add_if_absent(record)
+    assert store.load() == [record]
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"surprise": 1}, "Extra inputs"),
+        ({"id": "mem-ABC"}, "pattern"),
+        ({"evidenceRefs": []}, "at least 1"),
+        ({"evidenceRefs": [" "]}, "non-empty"),
+        ({"confidence": 1.5}, "less than or equal"),
+        ({"createdAt": "2026-11-29T12:00:00+05:00"}, "canonical"),
+        ({"createdAt": "2026-02-30T00:00:00.000Z"}, "canonical"),
+        ({"approved": True, "rejectedAt": "2026-11-29T12:00:00.000Z"}, "rejectedAt"),
+        ({"scope": "repo"}, "requires repository"),
+        ({"repository": {"kind": "canonical-path", "key": "/tmp"}}, "requires repository"),
+        ({"scope": "repo", "repository": {"kind": "canonical-path", "key": "rel/x"}}, "absolute"),
+        (
+            {"scope": "repo", "repository": {"kind": "canonical-path", "key": "/a/../b"}},
+            "normalized",
+        ),
+        ({"scope": "agent", "agent": {"kind": "agent", "key": "has space"}}, "whitespace"),
+        ({"scope": "runtime"}, "requires runtime"),
+        ({"provenance": {"sourceKind": "evidence"}}, "evidenceId"),
+        (
+            {"provenance": {"sourceKind": "evidence", "evidenceId": "e", "sourceEntryId": "x"}},
+            "must not carry",
+        ),
+        ({"provenance": {"sourceKind": "handoff-snapshot", "sourceSessionId": "s"}}, "needs"),
+        ({"provenance": {"sourceKind": "evidence", "evidenceId": "e", "extra": 1}}, "Extra"),
+        ({"approved": "true"}, "boolean"),
+        ({"rejectedAt": None}, "null"),
+    ],
+)
+def test_invalid_records_are_rejected(change: dict, problem: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        make_record(1, **change)
+    assert problem in str(info.value)
+
+
+def test_canonical_timestamps() -> None:
+    assert is_canonical_timestamp("2026-11-29T12:00:00.000Z")
+    assert not is_canonical_timestamp("2026-11-29T12:00:00.000+00:00")
+    assert not is_canonical_timestamp("2026-11-29 12:00:00.000Z")
+    assert format_timestamp(datetime(2026, 1, 2, 3, 4, 5, 678999, tzinfo=UTC)) == (
+        "2026-01-02T03:04:05.678Z"
+    )
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{not json",
+        b'{"version": 2, "records": []}',
+        b'{"version": 1, "records": [{"id": "mem-0000000000000001"}]}',
+        b'{"version": 1, "records": [], "extra": true}',
+        b"\xff\xfe garbage",
+        b"",
+    ],
+)
+def test_corrupt_file_is_reported_and_never_overwritten(store: MemoryStore, content: bytes) -> None:
+    store.path.parent.mkdir(parents=True)
+    store.path.write_bytes(content)
+    before = store.path.read_bytes()
+    with pytest.raises(MemoryStoreCorrupt) as info:
+        store.load()
+    assert str(store.path) in str(info.value)
+    with pytest.raises(MemoryStoreCorrupt):
+        store.add_if_absent(make_record(1))
+    with pytest.raises(MemoryStoreCorrupt):
+        store.prune_stale()
+    assert store.path.read_bytes() == before
+
+
+def test_duplicate_ids_in_file_are_corrupt(store: MemoryStore) -> None:
+    store.path.parent.mkdir(parents=True)
+    one = make_record(1).to_json_dict()
+    store.path.write_text(json.dumps({"version": 1, "records": [one, one]}))
+    with pytest.raises(MemoryStoreCorrupt, match="duplicate"):
+        store.load()
+
+
+def test_add_is_idempotent_by_id(store: MemoryStore) -> None:
+    first, created = store.add_if_absent(make_record(1))
+    again, created_again = store.add_if_absent(make_record(1, lesson="different"))
+    assert created and not created_again
+    assert again == first
+    assert len(store.load()) == 1
+
+
+def test_cap_of_500_refuses_the_501st_record_and_keeps_the_file(store: MemoryStore) -> None:
+    store.mutate(lambda records: ([make_record(n) for n in range(500)], None))
+    before = store.path.read_bytes()
+    with pytest.raises(MemoryStoreLimit, match=r"limit reached \(500\); run clio-acp memory prune"):
+        store.add_if_absent(make_record(9999))
+    assert store.path.read_bytes() == before
+    # An existing id is still answered idempotently at the cap.
+    assert store.add_if_absent(make_record(3))[1] is False
+
+
+def test_approve_and_reject_lifecycle(store: MemoryStore) -> None:
+    store.add_if_absent(make_record(1, regressions=["broke once"]))
+    assert store.get("mem-0000000000000001").status == "proposed"
+    rejected = store.reject("mem-0000000000000001")
+    assert rejected.status == "rejected" and rejected.rejected_at == format_timestamp(NOW)
+    approved = store.approve("mem-0000000000000001")
+    assert approved.status == "approved"
+    assert approved.rejected_at is None and approved.regressions is None
+    assert approved.last_verified_at == format_timestamp(NOW)
+    assert approved.approval is not None and approved.approval.by == "operator"
+    assert store.load() == [approved]
+    again = store.reject("mem-0000000000000001")
+    assert again.approved is False and again.approval is None
+    with pytest.raises(RecordNotFound, match="mem-00000000000000ff"):
+        store.approve("mem-00000000000000ff")
+
+
+def test_prune_stale_uses_180_days_for_approved_and_30_for_others(store: MemoryStore) -> None:
+    def ago(days: float) -> str:
+        return format_timestamp(NOW - timedelta(days=days))
+
+    records = [
+        make_record(1, approved=True, createdAt=ago(400), lastVerifiedAt=ago(179)),  # kept
+        make_record(2, approved=True, createdAt=ago(181)),  # stale
+        make_record(3, createdAt=ago(29)),  # kept
+        make_record(4, createdAt=ago(31)),  # stale
+        make_record(5, createdAt=ago(31), rejectedAt=ago(1)),  # stale (rejected, 30 days)
+    ]
+    store.mutate(lambda _: (records, None))
+    removed = store.prune_stale()
+    assert sorted(r.id[-1] for r in removed) == ["2", "4", "5"]
+    assert sorted(r.id[-1] for r in store.load()) == ["1", "3"]
+    assert store.prune_stale() == []
+
+
+_CHILD_PRELUDE = textwrap.dedent(
+    """
+    import sys
+    from clio_acp.memory.records import MemoryRecord
+    from clio_acp.memory.store import MemoryStore
+    from pathlib import Path
+
+    def rec(n, **kw):
+        d = {"id": f"mem-{n:016x}", "scope": "global", "key": f"key-{n:04d}", "lesson": "L",
+             "evidenceRefs": ["e"], "appliesWhen": [], "avoidWhen": [], "confidence": 0.5,
+             "createdAt": "2026-11-29T12:00:00.000Z", "approved": False}
+        d.update(kw)
+        return MemoryRecord.model_validate(d)
+
+    store = MemoryStore(Path(sys.argv[1]))
+    """
+)
+
+
+def test_two_processes_approving_and_proposing_at_once_lose_nothing(store: MemoryStore) -> None:
+    store.mutate(lambda _: ([make_record(n) for n in range(40)], None))
+    proposer = _CHILD_PRELUDE + "for n in range(1000, 1040):\n    store.add_if_absent(rec(n))\n"
+    approver = _CHILD_PRELUDE + "for n in range(40):\n    store.approve(f'mem-{n:016x}')\n"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(store.path)], env=subprocess_env())
+        for code in (proposer, approver)
+    ]
+    for proc in procs:
+        assert proc.wait(timeout=120) == 0
+    records = {r.id: r for r in store.load()}
+    assert len(records) == 80
+    assert all(records[f"mem-{n:016x}"].approved for n in range(40))
+    assert all(f"mem-{n:016x}" in records for n in range(1000, 1040))
+
+
+def test_process_killed_mid_write_leaves_a_valid_file(store: MemoryStore) -> None:
+    store.add_if_absent(make_record(1))
+    before = store.load()
+    # The child stalls inside the write (after the temp file is written, before the
+    # rename) and says so; it is then killed with SIGKILL.
+    child = _CHILD_PRELUDE + textwrap.dedent(
+        """
+        import os, time
+        real_fsync = os.fsync
+        def stalled_fsync(fd):
+            real_fsync(fd)
+            print("in-write", flush=True)
+            time.sleep(60)
+        os.fsync = stalled_fsync
+        store.add_if_absent(rec(2))
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child, str(store.path)],
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "in-write"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert store.load() == before  # the old whole file, still valid
+    # The dead writer's lock is released and its temp file never shadows the store.
+    store.add_if_absent(make_record(3))
+    assert [r.id for r in store.load()] == ["mem-0000000000000001", "mem-0000000000000003"]
+    leftovers = [p.name for p in Path(store.path.parent).iterdir() if p.suffix == ".tmp"]
+    assert len(leftovers) <= 1
+
+
+async def test_async_faces_run_off_the_loop(store: MemoryStore) -> None:
+    record, created = await store.aadd_if_absent(make_record(1))
+    assert created
+    assert (await store.aapprove(record.id)).approved
+    assert (await store.areject(record.id)).status == "rejected"
+    assert [r.id for r in await store.aload()] == [record.id]
