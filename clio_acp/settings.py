@@ -1,19 +1,35 @@
-"""Typed settings (pydantic), their defaults, and the YAML file they load from.
+"""Typed settings (pydantic), their defaults, the YAML file, overrides and live reload.
 
 Owns every setting name and default; other modules read a ``Settings`` object and
 never parse YAML or environment variables themselves. YAML keys are camelCase as in
 the reference implementation (``context.memory.cadenceToolCalls``); Python attributes
 are snake_case. Unknown keys are rejected so a typo is reported, not ignored.
+
+Layers, lowest first: defaults < ``<config>/settings.yaml`` (or ``$CLIO_ACP_SETTINGS``)
+< environment (``ENV_OVERRIDES`` and ``CLIO_ACP_SETTINGS_JSON``) < editor overrides
+(LSP ``initializationOptions`` / ACP config options, a camelCase dict). A bad file or
+override raises ``SettingsError`` naming the key and, for the file, the line;
+``SettingsStore`` keeps the previous good settings in force when that happens and
+reloads the file live (watchfiles). Role resolution (which target a role really
+uses) lives in ``clio_acp.models.routing``, not here.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+import watchfiles
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
+
+log = logging.getLogger(__name__)
 
 # MEMORY_SPEC §3/§10: one constant shared by the policy step and the settings default
 # (bug class §11.3: two defaults once disagreed). A test pins the two together.
@@ -81,6 +97,43 @@ class ContextSettings(_Model):
     """A tool result larger than this (UTF-8 bytes) is spilled with a preview."""
 
 
+Runtime = Literal[
+    "llamacpp", "llama-cpp-python", "ollama", "lmstudio", "vllm", "litellm", "openai", "embedded"
+]
+"""Server kinds a target can be (issue 5): decides the thinking-off dialect, grammar
+support and capacity defaults (``clio_acp.models.dialects``)."""
+
+_TARGET_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+class TargetSettings(_Model):
+    """One entry of ``targets:``: an OpenAI-compatible endpoint a role can route to."""
+
+    id: str = Field(pattern=_TARGET_ID)
+    """Name the roles use (``chat.target``, ``context.memory.target``)."""
+    runtime: Runtime
+    url: str | None = None
+    """OpenAI base URL, e.g. ``http://127.0.0.1:8080/v1``; a bare ``host:port`` gets
+    ``/v1``. Not used for ``embedded`` (the local server picks its own port)."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the API key (never the key itself)."""
+    max_concurrent_requests: int | None = Field(default=None, ge=1)
+    """Declared request capacity (slots); unset: discovery, then the runtime default."""
+    default_model: str | None = None
+    """Model used when a role names this target but no model."""
+    always_reasoning_models: list[str] = Field(default_factory=list)
+    """Models that always think: the memory route refuses to share them with chat
+    (MEMORY_SPEC §10 route safety)."""
+    request_timeout_ms: int = Field(default=300_000, ge=1)
+    """Deadline of one chat request on this target, ms (memory uses its own)."""
+
+    @model_validator(mode="after")
+    def _url_unless_embedded(self) -> TargetSettings:
+        if self.runtime != "embedded" and not self.url:
+            raise ValueError(f"target {self.id!r}: url is required for runtime {self.runtime}")
+        return self
+
+
 class RoleSettings(_Model):
     """A role's route: which target and model serve it."""
 
@@ -101,17 +154,293 @@ class Settings(_Model):
     context: ContextSettings = Field(default_factory=ContextSettings)
     chat: RoleSettings = Field(default_factory=RoleSettings)
     permissions: PermissionSettings = Field(default_factory=PermissionSettings)
-    targets: list[dict[str, Any]] = Field(default_factory=list)
-    """Model targets; typed by ``clio_acp.models.targets`` (issue 5)."""
+    targets: list[TargetSettings] = Field(default_factory=list)
+    """Model targets (ids unique); roles name them by id."""
+
+    @field_validator("targets")
+    @classmethod
+    def _unique_target_ids(cls, value: list[TargetSettings]) -> list[TargetSettings]:
+        seen: set[str] = set()
+        for target in value:
+            if target.id in seen:
+                raise ValueError(f"duplicate target id {target.id!r}")
+            seen.add(target.id)
+        return value
+
+    def target(self, target_id: str | None) -> TargetSettings | None:
+        """The target with this id, or None."""
+        return next((t for t in self.targets if t.id == target_id), None)
 
 
-def load_settings(path: Path) -> Settings:
-    """Load settings from a YAML file; a missing file gives the defaults.
+class SettingsError(ValueError):
+    """Settings that cannot be used. ``source`` is the file path or ``"environment"``
+    / ``"editor"``; ``key`` the dotted camelCase key (``targets[0].url``) when known;
+    ``line`` the 1-based line in the file when known; ``problem`` the reason."""
 
-    Raises ``yaml.YAMLError`` for invalid YAML and ``pydantic.ValidationError`` for
-    values that fail validation (the error names the key).
-    """
+    def __init__(
+        self, source: str, problem: str, *, key: str | None = None, line: int | None = None
+    ) -> None:
+        self.source, self.problem, self.key, self.line = source, problem, key, line
+        where = source + (f" line {line}" if line else "")
+        super().__init__(f"{where}: {key}: {problem}" if key else f"{where}: {problem}")
+
+
+# Environment overrides (issue 5 item 4): variable -> camelCase key path.
+ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
+    "CLIO_ACP_CHAT_TARGET": ("chat", "target"),
+    "CLIO_ACP_CHAT_MODEL": ("chat", "model"),
+    "CLIO_ACP_MEMORY_ENABLED": ("context", "memory", "enabled"),
+    "CLIO_ACP_MEMORY_TARGET": ("context", "memory", "target"),
+    "CLIO_ACP_MEMORY_MODEL": ("context", "memory", "model"),
+    "CLIO_ACP_PERMISSION_MODE": ("permissions", "mode"),
+}
+SETTINGS_FILE_ENV = "CLIO_ACP_SETTINGS"
+"""Path of the settings file to use instead of ``<config>/settings.yaml``."""
+SETTINGS_JSON_ENV = "CLIO_ACP_SETTINGS_JSON"
+"""A JSON object (camelCase keys) laid over the file, e.g. ``{"context":{"memory":{"enabled":false}}}``."""
+
+
+def settings_path(config_dir: Path, env: Mapping[str, str] | None = None) -> Path:
+    """The settings file: ``$CLIO_ACP_SETTINGS`` if set, else ``<config>/settings.yaml``."""
+    env = os.environ if env is None else env
+    override = env.get(SETTINGS_FILE_ENV)
+    if override:
+        return Path(override).expanduser().absolute()
+    return config_dir / "settings.yaml"
+
+
+def _key_text(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the YAML node at ``loc`` (the deepest one that exists)."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((kv for kv in node.value if kv[0].value == part), None)
+            if match is None:
+                break
+            line = match[0].start_mark.line + 1
+            node = match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if part >= len(node.value):
+                break
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _first_error(exc: ValidationError) -> tuple[tuple[Any, ...], str]:
+    err = exc.errors()[0]
+    loc = tuple(err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    return loc, msg
+
+
+def read_settings_file(path: Path) -> dict[str, Any]:
+    """The file's mapping (``{}`` when missing or empty). Raises ``SettingsError``
+    with the line for invalid YAML or a top level that is not a mapping."""
     if not path.exists():
-        return Settings()
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return Settings.model_validate(data)
+        return {}
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SettingsError(
+            str(path), f"invalid YAML: {problem}", line=mark.line + 1 if mark else None
+        ) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SettingsError(str(path), "the top level must be a mapping of keys", line=1)
+    return data
+
+
+def _validate_file(path: Path, data: dict[str, Any]) -> Settings:
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        loc, msg = _first_error(exc)
+        try:
+            node = yaml.compose(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            node = None
+        raise SettingsError(str(path), msg, key=_key_text(loc), line=_line_of(node, loc)) from None
+
+
+def _camel_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {to_camel(k) if isinstance(k, str) else k: _camel_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_camel_keys(v) for v in value]
+    return value
+
+
+def _deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def env_overlay(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The environment's settings overlay (camelCase dict). Raises ``SettingsError``
+    (source ``environment``) for a ``CLIO_ACP_SETTINGS_JSON`` that is not a JSON object."""
+    env = os.environ if env is None else env
+    overlay: dict[str, Any] = {}
+    raw = env.get(SETTINGS_JSON_ENV)
+    if raw:
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise SettingsError("environment", f"{SETTINGS_JSON_ENV} is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise SettingsError("environment", f"{SETTINGS_JSON_ENV} must be a JSON object")
+        overlay = _camel_keys(data)
+    for var, keys in ENV_OVERRIDES.items():
+        value = env.get(var)
+        if value is None or value == "":
+            continue
+        nested: dict[str, Any] = {keys[-1]: value}
+        for key in reversed(keys[:-1]):
+            nested = {key: nested}
+        overlay = _deep_merge(overlay, nested)
+    return overlay
+
+
+def apply_overrides(
+    settings: Settings, overlay: Mapping[str, Any], source: str = "editor"
+) -> Settings:
+    """``settings`` with ``overlay`` (camelCase or snake_case keys) laid over it; lists
+    replace, mappings merge. Raises ``SettingsError`` naming the key; ``settings``
+    itself is never changed."""
+    if not overlay:
+        return settings
+    merged = _deep_merge(settings.model_dump(by_alias=True), _camel_keys(dict(overlay)))
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        loc, msg = _first_error(exc)
+        raise SettingsError(source, msg, key=_key_text(loc)) from None
+
+
+def load_settings(
+    path: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Load the file at ``path`` (missing: defaults), then the environment overlay when
+    ``env`` is given (``os.environ`` is not read unless passed), then ``overrides``.
+
+    Raises ``SettingsError`` naming the source, key and (for the file) line.
+    """
+    settings = _validate_file(path, read_settings_file(path))
+    if env is not None:
+        settings = apply_overrides(settings, env_overlay(env), source="environment")
+    if overrides:
+        settings = apply_overrides(settings, overrides, source="editor")
+    return settings
+
+
+class SettingsStore:
+    """The live settings of one process: last good ``Settings``, reloaded from the file.
+
+    Call it (``store()``) to get the current settings; it fits the ``settings:
+    Callable[[], Settings]`` parameter of the session manager. Memory controls are
+    read through it on every hook call, so a reload applies at the next call; a
+    session's model routing is a snapshot taken when the session starts.
+
+    ``error`` is the last load problem (``SettingsError``) or None; while it is set
+    the previous good settings stay in force (defaults if the first load failed).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.path = path
+        self._env = dict(os.environ if env is None else env)
+        self._overrides: dict[str, Any] = dict(overrides or {})
+        self._current = Settings()
+        self.error: SettingsError | None = None
+        self._subscribers: list[Callable[[Settings], None]] = []
+        self.reload()
+
+    def __call__(self) -> Settings:
+        return self._current
+
+    @property
+    def current(self) -> Settings:
+        return self._current
+
+    def subscribe(self, callback: Callable[[Settings], None]) -> Callable[[], None]:
+        """Call ``callback(settings)`` after each successful reload; returns unsubscribe."""
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+
+    def set_overrides(self, overrides: Mapping[str, Any]) -> bool:
+        """Replace the editor overrides and reload; False (previous settings kept,
+        ``error`` set) when they are invalid."""
+        previous = self._overrides
+        self._overrides = dict(overrides)
+        if not self.reload():
+            self._overrides = previous
+            return False
+        return True
+
+    def reload(self) -> bool:
+        """Re-read file, environment and overrides. True when the result is valid (and
+        now current); False keeps the previous settings and sets ``error``."""
+        try:
+            fresh = load_settings(self.path, env=self._env, overrides=self._overrides)
+        except SettingsError as exc:
+            self.error = exc
+            log.warning("settings not applied, previous settings stay: %s", exc)
+            return False
+        except OSError as exc:
+            self.error = SettingsError(str(self.path), f"cannot read: {exc}")
+            log.warning("settings not applied, previous settings stay: %s", self.error)
+            return False
+        self.error = None
+        changed = fresh != self._current
+        self._current = fresh
+        if changed:
+            for callback in list(self._subscribers):
+                try:
+                    callback(fresh)
+                except Exception:  # a subscriber's bug must not stop the reload
+                    log.exception("settings subscriber failed")
+        return True
+
+    async def watch(self, stop: asyncio.Event | None = None, *, debounce_ms: int = 200) -> None:
+        """Reload whenever the file changes, until ``stop`` is set or the task is
+        cancelled. Watches the file's folder (editors replace files by rename),
+        creating it if missing."""
+        folder = self.path.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        name = self.path.name
+
+        def only_our_file(_change: watchfiles.Change, changed: str) -> bool:
+            return Path(changed).name == name
+
+        async for _changes in watchfiles.awatch(
+            folder, watch_filter=only_our_file, stop_event=stop, debounce=debounce_ms
+        ):
+            self.reload()

@@ -1,9 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
 
-from clio_acp.settings import MEMORY_TIMEOUT_MS_DEFAULT, Settings, load_settings
+from clio_acp.settings import MEMORY_TIMEOUT_MS_DEFAULT, Settings, SettingsError, load_settings
 
 
 def test_memory_defaults_match_the_spec():
@@ -37,8 +36,9 @@ def test_cadence_below_two_is_raised_to_two():
 def test_unknown_key_is_rejected(tmp_path):
     path = tmp_path / "settings.yaml"
     path.write_text("context:\n  memory:\n    cadenceToolCall: 4\n")
-    with pytest.raises(ValidationError, match="cadenceToolCall"):
+    with pytest.raises(SettingsError, match="cadenceToolCall") as info:
         load_settings(path)
+    assert info.value.line == 3
 
 
 def test_missing_file_gives_defaults(tmp_path):
