@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import argparse
 
+from clio_acp.cli import memory_parse
+
 # One line per verb module; keep alphabetical to make merges trivial.
-_VERB_MODULES: list = []
+_VERB_MODULES: list = [
+    memory_parse,
+]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
