@@ -1,0 +1,151 @@
+"""The model view as a projection of journal rows (issue 6 items 1, 4 and 5).
+
+Owns the row kinds the agent writes (``prompt``, ``assistant``, ``tool_call``,
+``tool_result``, ``reminder``, ``compaction``, ``notice``, ``turn_ended``,
+``memory_step``, ``mode``) and how they become OpenAI chat messages: the newest
+compaction's summary first, then the retained rows; ``reminder`` rows that reached the
+model as a ``<system-reminder>`` block; a synthetic result for any tool call left
+without one (a cancelled turn) so the conversation stays valid; oversized text parts
+clipped. Rows are anything with ``seq``, ``type`` and ``data`` (the journal's
+``JournalEntry``); this module does no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from clio_acp.context.compaction import SUMMARY_PREFIX, clip_message
+
+ROW_PROMPT = "prompt"
+ROW_ASSISTANT = "assistant"
+ROW_TOOL_CALL = "tool_call"
+ROW_TOOL_RESULT = "tool_result"
+ROW_REMINDER = "reminder"
+ROW_COMPACTION = "compaction"
+ROW_NOTICE = "notice"
+ROW_TURN_ENDED = "turn_ended"
+ROW_MEMORY_STEP = "memory_step"
+ROW_MODE = "mode"
+ROW_TYPES = (
+    ROW_PROMPT,
+    ROW_ASSISTANT,
+    ROW_TOOL_CALL,
+    ROW_TOOL_RESULT,
+    ROW_REMINDER,
+    ROW_COMPACTION,
+    ROW_NOTICE,
+    ROW_TURN_ENDED,
+    ROW_MEMORY_STEP,
+    ROW_MODE,
+)
+
+MISSING_RESULT_TEXT = "[no result: the tool call was cancelled before it finished]"
+
+
+class Row(Protocol):
+    seq: int
+    type: str
+    data: dict[str, Any]
+
+
+def system_reminder_block(texts: Iterable[str]) -> str:
+    """Reminders as one visible ``<system-reminder>`` block (issue 6 item 1)."""
+    body = "\n\n".join(t.strip() for t in texts if t.strip())
+    return f"<system-reminder>\n{body}\n</system-reminder>"
+
+
+def latest_compaction(rows: Sequence[Row]) -> Row | None:
+    for row in reversed(rows):
+        if row.type == ROW_COMPACTION:
+            return row
+    return None
+
+
+def project(rows: Sequence[Row]) -> list[tuple[int, dict[str, Any]]]:
+    """(seq, message) pairs of the model view, oldest first.
+
+    The summary message of the newest compaction carries that row's seq; retained rows
+    keep theirs. Spill overrides recorded by any compaction replace the tool output.
+    """
+    compaction = latest_compaction(rows)
+    overrides: dict[str, str] = {}
+    for row in rows:
+        if row.type == ROW_COMPACTION:
+            overrides.update(row.data.get("spilled") or {})
+    out: list[tuple[int, dict[str, Any]]] = []
+    first_kept = 0
+    if compaction is not None:
+        first_kept = int(compaction.data.get("first_kept_seq", compaction.seq))
+        out.append(
+            (
+                compaction.seq,
+                {
+                    "role": "user",
+                    "content": SUMMARY_PREFIX + str(compaction.data.get("summary", "")),
+                },
+            )
+        )
+    pending: list[str] = []
+
+    def flush(seq: int) -> None:
+        for call_id in pending:
+            out.append(
+                (seq, {"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT_TEXT})
+            )
+        pending.clear()
+
+    for row in rows:
+        if row.seq < first_kept or row.type == ROW_COMPACTION:
+            continue
+        data = row.data
+        if row.type == ROW_PROMPT:
+            flush(row.seq)
+            out.append((row.seq, clip_message({"role": "user", "content": data.get("text", "")})))
+        elif row.type == ROW_ASSISTANT:
+            flush(row.seq)
+            message: dict[str, Any] = {"role": "assistant", "content": data.get("text") or None}
+            calls = data.get("tool_calls") or []
+            if calls:
+                message["tool_calls"] = [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": c.get("arguments") or "{}"},
+                    }
+                    for c in calls
+                ]
+                pending.extend(c["id"] for c in calls)
+            if message["content"] is None and not calls:
+                message["content"] = ""
+            out.append((row.seq, message))
+        elif row.type == ROW_TOOL_RESULT:
+            call_id = data.get("tool_call_id")
+            if call_id not in pending:
+                continue  # a result without its call (cut or corrupt): never orphan it
+            pending.remove(call_id)
+            content = overrides.get(call_id, data.get("output", ""))
+            out.append(
+                (
+                    row.seq,
+                    clip_message({"role": "tool", "tool_call_id": call_id, "content": content}),
+                )
+            )
+        elif row.type == ROW_REMINDER and data.get("to_model"):
+            if pending:
+                continue  # delivered with the next request; placed after the results
+            out.append(
+                (
+                    row.seq,
+                    {"role": "user", "content": system_reminder_block([data.get("text", "")])},
+                )
+            )
+        elif row.type == ROW_TURN_ENDED:
+            flush(row.seq)
+    flush(rows[-1].seq if rows else 0)
+    return out
+
+
+def messages(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """The model view (messages only) of ``rows``."""
+    return [m for _, m in project(rows)]

@@ -1,0 +1,429 @@
+"""The session journal: SQLite in WAL mode at ``<state>/sessions.sqlite`` (issue 6 item 4).
+
+Owns the on-disk record of every session: a ``sessions`` row (cwd, roots, mode, title,
+parent, timestamps, the saved task bank of MEMORY_SPEC §12 item 7), an append-only
+``events`` table (prompt, model return with usage, tool call and result, compaction,
+reminder, notice, memory step id, turn end — one row each, numbered per session from
+1) and a ``spills`` table holding whole oversized tool results. The model view and the
+replay of a loaded session are projections of these rows (``session/history.py``).
+
+All SQLite work runs on one dedicated worker thread, never on the event loop. The
+journal stores and fetches; it does not interpret rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    cwd TEXT NOT NULL,
+    extra_roots TEXT NOT NULL DEFAULT '[]',
+    mode TEXT NOT NULL DEFAULT 'ask',
+    title TEXT,
+    parent_id TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    closed INTEGER NOT NULL DEFAULT 0,
+    bank TEXT,
+    memory_state TEXT
+);
+CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions (updated_at DESC, id DESC);
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    at TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS spills (
+    session_id TEXT NOT NULL,
+    ref TEXT NOT NULL,
+    content TEXT NOT NULL,
+    PRIMARY KEY (session_id, ref)
+) WITHOUT ROWID;
+"""
+
+
+def utc_now() -> str:
+    """Canonical UTC timestamp with milliseconds (``2026-01-02T03:04:05.678Z``)."""
+    now = datetime.now(UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+class JournalEntry(BaseModel):
+    """One journal row. ``type`` names the row kind; ``data`` its payload."""
+
+    model_config = ConfigDict(frozen=True)
+    session_id: str
+    seq: int
+    type: str
+    at: str
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class SessionRecord(BaseModel):
+    """One ``sessions`` row (without the bank, which is fetched on its own)."""
+
+    model_config = ConfigDict(frozen=True)
+    id: str
+    cwd: str
+    extra_roots: list[str] = Field(default_factory=list)
+    mode: str = "ask"
+    title: str | None = None
+    parent_id: str | None = None
+    created_at: str
+    updated_at: str
+    closed: bool = False
+
+
+class JournalError(RuntimeError):
+    """The journal file cannot be opened or written (path in the message)."""
+
+
+def _encode_cursor(updated_at: str, session_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps([updated_at, session_id]).encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        updated_at, session_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return str(updated_at), str(session_id)
+    except Exception as exc:
+        raise ValueError(f"invalid cursor: {cursor!r}") from exc
+
+
+class Journal:
+    """Async facade over one SQLite connection owned by a worker thread.
+
+    Open with ``await Journal.open(path)``; close with ``await journal.aclose()``.
+    Every method raises :class:`JournalError` when SQLite fails.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clio-journal")
+        self._conn: sqlite3.Connection | None = None
+
+    @classmethod
+    async def open(cls, path: Path) -> Journal:
+        journal = cls(path)
+        await journal._run(journal._open_sync)
+        return journal
+
+    def _open_sync(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(self.path), timeout=10.0, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=OFF")
+            conn.executescript(_SCHEMA)
+            conn.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot open journal {self.path}: {exc}") from exc
+        self._conn = conn
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, fn, *args)
+        except sqlite3.Error as exc:
+            raise JournalError(f"journal {self.path}: {exc}") from exc
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise JournalError("journal is closed")
+        return self._conn
+
+    async def aclose(self) -> None:
+        if self._conn is not None:
+            conn = self._conn
+
+            def close() -> None:
+                conn.close()
+
+            await self._run(close)
+            self._conn = None
+        self._executor.shutdown(wait=False)
+
+    # ------------------------------------------------------------------ sessions
+
+    async def create_session(self, record: SessionRecord) -> None:
+        def op() -> None:
+            self.conn.execute(
+                "INSERT INTO sessions (id, cwd, extra_roots, mode, title, parent_id, created_at, "
+                "updated_at, closed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.id,
+                    record.cwd,
+                    json.dumps(record.extra_roots),
+                    record.mode,
+                    record.title,
+                    record.parent_id,
+                    record.created_at,
+                    record.updated_at,
+                    int(record.closed),
+                ),
+            )
+
+        await self._run(op)
+
+    @staticmethod
+    def _record(row: Sequence[Any]) -> SessionRecord:
+        return SessionRecord(
+            id=row[0],
+            cwd=row[1],
+            extra_roots=json.loads(row[2] or "[]"),
+            mode=row[3],
+            title=row[4],
+            parent_id=row[5],
+            created_at=row[6],
+            updated_at=row[7],
+            closed=bool(row[8]),
+        )
+
+    _COLS = "id, cwd, extra_roots, mode, title, parent_id, created_at, updated_at, closed"
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        def op() -> SessionRecord | None:
+            row = self.conn.execute(
+                f"SELECT {self._COLS} FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            return self._record(row) if row else None
+
+        return await self._run(op)
+
+    async def update_session(self, session_id: str, **fields: Any) -> None:
+        """Set ``mode``, ``title``, ``closed`` or ``updated_at`` (others are refused)."""
+        allowed = {"mode", "title", "closed", "updated_at"}
+        bad = set(fields) - allowed
+        if bad:
+            raise ValueError(f"cannot update session fields {sorted(bad)}")
+        if not fields:
+            return
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        values = [int(v) if k == "closed" else v for k, v in fields.items()]
+
+        def op() -> None:
+            self.conn.execute(f"UPDATE sessions SET {cols} WHERE id = ?", (*values, session_id))
+
+        await self._run(op)
+
+    async def list_sessions(
+        self, *, cwd: str | None = None, cursor: str | None = None, limit: int = 50
+    ) -> tuple[list[SessionRecord], str | None]:
+        """Sessions newest-updated first; ``cursor`` continues a previous page.
+
+        Returns (records, next cursor or None). Raises ``ValueError`` for a bad cursor.
+        """
+        limit = max(1, min(int(limit), 1000))
+        where: list[str] = []
+        params: list[Any] = []
+        if cwd is not None:
+            where.append("cwd = ?")
+            params.append(cwd)
+        if cursor:
+            updated_at, sid = _decode_cursor(cursor)
+            where.append("(updated_at < ? OR (updated_at = ? AND id < ?))")
+            params += [updated_at, updated_at, sid]
+        sql = f"SELECT {self._COLS} FROM sessions"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY updated_at DESC, id DESC LIMIT ?"
+        params.append(limit + 1)
+
+        def op() -> list[SessionRecord]:
+            return [self._record(r) for r in self.conn.execute(sql, params).fetchall()]
+
+        rows = await self._run(op)
+        next_cursor = None
+        if len(rows) > limit:
+            rows = rows[:limit]
+            next_cursor = _encode_cursor(rows[-1].updated_at, rows[-1].id)
+        return rows, next_cursor
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete a session with its events and spills; False if it did not exist."""
+
+        def op() -> bool:
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+                conn.execute("DELETE FROM spills WHERE session_id = ?", (session_id,))
+                cur = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return cur.rowcount > 0
+
+        return await self._run(op)
+
+    async def copy_history(self, source_id: str, target_id: str) -> int:
+        """Copy every event and spill of ``source_id`` into ``target_id`` (fork).
+        Returns the number of events copied."""
+
+        def op() -> int:
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                cur = conn.execute(
+                    "INSERT INTO events (session_id, seq, type, at, data) "
+                    "SELECT ?, seq, type, at, data FROM events WHERE session_id = ?",
+                    (target_id, source_id),
+                )
+                conn.execute(
+                    "INSERT OR IGNORE INTO spills (session_id, ref, content) "
+                    "SELECT ?, ref, content FROM spills WHERE session_id = ?",
+                    (target_id, source_id),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return cur.rowcount
+
+        return await self._run(op)
+
+    # ------------------------------------------------------------------ bank
+
+    async def save_bank(
+        self,
+        session_id: str,
+        snapshot: dict[str, Any] | None,
+        memory_state: dict[str, Any] | None = None,
+    ) -> None:
+        """Store the session's task-bank snapshot (MEMORY_SPEC §12 item 7) and,
+        optionally, the middleware counters that must survive resume (§12 item 4)."""
+        bank = json.dumps(snapshot) if snapshot is not None else None
+        state = json.dumps(memory_state) if memory_state is not None else None
+
+        def op() -> None:
+            self.conn.execute(
+                "UPDATE sessions SET bank = ?, memory_state = COALESCE(?, memory_state) WHERE id = ?",
+                (bank, state, session_id),
+            )
+
+        await self._run(op)
+
+    async def load_bank(
+        self, session_id: str
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """(bank snapshot, memory state) saved for the session; (None, None) if none."""
+
+        def op() -> tuple[Any, Any]:
+            row = self.conn.execute(
+                "SELECT bank, memory_state FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            if not row:
+                return None, None
+            return (json.loads(row[0]) if row[0] else None, json.loads(row[1]) if row[1] else None)
+
+        return await self._run(op)
+
+    # ------------------------------------------------------------------ events
+
+    async def append(self, session_id: str, type_: str, data: dict[str, Any]) -> JournalEntry:
+        """Append one row; returns it with its seq (1-based, per session)."""
+        at = utc_now()
+        payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+        def op() -> int:
+            conn = self.conn
+            row = conn.execute(
+                "INSERT INTO events (session_id, seq, type, at, data) "
+                "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events WHERE session_id = ? "
+                "RETURNING seq",
+                (session_id, type_, at, payload, session_id),
+            ).fetchone()
+            conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (at, session_id))
+            return int(row[0])
+
+        seq = await self._run(op)
+        return JournalEntry(session_id=session_id, seq=seq, type=type_, at=at, data=data)
+
+    async def events(
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        types: Iterable[str] | None = None,
+        limit: int | None = None,
+    ) -> list[JournalEntry]:
+        """Rows of a session with ``seq > after`` in order, optionally filtered by type."""
+        sql = "SELECT seq, type, at, data FROM events WHERE session_id = ? AND seq > ?"
+        params: list[Any] = [session_id, after]
+        type_list = list(types or ())
+        if type_list:
+            sql += f" AND type IN ({', '.join('?' for _ in type_list)})"
+            params += type_list
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+
+        def op() -> list[tuple[Any, ...]]:
+            return self.conn.execute(sql, params).fetchall()
+
+        rows = await self._run(op)
+        return [
+            JournalEntry(session_id=session_id, seq=r[0], type=r[1], at=r[2], data=json.loads(r[3]))
+            for r in rows
+        ]
+
+    # ------------------------------------------------------------------ spills
+
+    async def put_spill(self, session_id: str, ref: str, text: str) -> None:
+        def op() -> None:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO spills (session_id, ref, content) VALUES (?, ?, ?)",
+                (session_id, ref, text),
+            )
+
+        await self._run(op)
+
+    async def get_spill(self, session_id: str, ref: str) -> str | None:
+        def op() -> str | None:
+            row = self.conn.execute(
+                "SELECT content FROM spills WHERE session_id = ? AND ref = ?", (session_id, ref)
+            ).fetchone()
+            return row[0] if row else None
+
+        return await self._run(op)
+
+    async def size_bytes(self) -> int:
+        """Bytes on disk of the database plus its WAL (after a checkpoint)."""
+
+        def op() -> int:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            total = 0
+            for suffix in ("", "-wal"):
+                p = Path(str(self.path) + suffix)
+                if p.exists():
+                    total += p.stat().st_size
+            return total
+
+        return await self._run(op)
