@@ -416,7 +416,9 @@ class AgentLoop:
             )
         spill_ref = None
         visible = result.output
-        if needs_spill(visible, self._rules().spill_threshold_bytes):
+        if (spec is None or spec.spillable) and needs_spill(
+            visible, self._rules().spill_threshold_bytes
+        ):
             spilled = await spill(self.spill_store, self.session_id, call_id, visible)
             spill_ref, visible = spilled.ref, spilled.visible
         observation = ToolObservation(

@@ -213,13 +213,6 @@ class OpenAICompatModel:
         return turn.text
 
 
-def _target(settings: Settings, target_id: str | None) -> dict[str, Any] | None:
-    for target in settings.targets:
-        if target.get("id") == target_id:
-            return target
-    return None
-
-
 def resolve_chat_model(
     settings: Settings, *, target: str | None = None, model: str | None = None
 ) -> ChatModel:
@@ -235,25 +228,23 @@ def resolve_chat_model(
         return chat_model_for(settings, target=target, model=model)
     target_id = target or settings.chat.target
     if target_id is None and len(settings.targets) == 1:
-        target_id = settings.targets[0].get("id")
-    spec = _target(settings, target_id)
+        target_id = settings.targets[0].id
+    spec = settings.target(target_id)
     if spec is None:
         raise ModelError(
             "no chat model configured: set chat.target in settings.yaml (or pass --target)"
             if target_id is None
             else f"unknown target {target_id!r}"
         )
-    url = spec.get("url")
-    if not url:
-        raise ModelError(f"target {target_id!r} has no url")
-    name = (
-        model or settings.chat.model or spec.get("model") or spec.get("defaultModel") or "default"
-    )
-    key_env = spec.get("apiKeyEnv")
-    window = int(spec.get("contextWindow") or DEFAULT_CONTEXT_WINDOW)
+    if not spec.url:
+        raise ModelError(f"target {target_id!r} ({spec.runtime}) has no url")
+    url = spec.url.rstrip("/")
+    if not url.endswith("/v1") and "/v1/" not in url + "/":
+        url += "/v1"
+    name = model or (settings.chat.model if target is None else None) or spec.default_model
     return OpenAICompatModel(
         base_url=url,
-        model=name,
-        api_key=os.environ.get(key_env) if key_env else None,
-        context_window=window,
+        model=name or "default",
+        api_key=os.environ.get(spec.api_key_env) if spec.api_key_env else None,
+        timeout_s=spec.request_timeout_ms / 1000,
     )

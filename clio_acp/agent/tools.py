@@ -448,6 +448,8 @@ class ToolSpec:
     kind: str
     category: ToolCategory
     run: ToolRun = field(repr=False)
+    spillable: bool = True
+    """False for the read-back tools: their output is already a bounded slice."""
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry for this tool."""
@@ -768,6 +770,7 @@ BUILTIN_TOOLS: tuple[ToolSpec, ...] = (
         "read",
         "read",
         _read_spill_tool,
+        spillable=False,
     ),
     ToolSpec(
         "grep_spill",
@@ -776,6 +779,7 @@ BUILTIN_TOOLS: tuple[ToolSpec, ...] = (
         "search",
         "read",
         _grep_spill_tool,
+        spillable=False,
     ),
 )
 

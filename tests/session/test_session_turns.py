@@ -1,0 +1,117 @@
+"""A session turn against the scripted model server: streaming, tools, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from tests.support.model_server import Reply, ToolCall, usage
+
+
+async def test_prompt_streams_message_chunks_and_ends_turn(
+    manager, workspace, model_server, recorder
+):
+    model_server.push(Reply(text="Hello from the model", usage=usage(20, 4)))
+    session = await manager.new_session(workspace)
+    session.subscribe(recorder)
+    stop = await session.prompt("say hello")
+    assert stop == "end_turn"
+    assert recorder.text() == "Hello from the model"
+    assert len(recorder.of("message_chunk")) > 1
+    assert recorder.of("turn_ended")[-1].stop_reason == "end_turn"
+    usage_events = recorder.of("usage_update")
+    assert usage_events and usage_events[0].input_tokens == 20
+    body = model_server.bodies[0]
+    assert body["messages"][0]["role"] == "system"
+    assert body["messages"][-1] == {"role": "user", "content": "say hello"}
+    assert {t["function"]["name"] for t in body["tools"]} >= {"read_file", "run_command"}
+
+
+async def test_tool_call_result_is_fed_back_to_the_model(
+    manager, workspace, model_server, recorder
+):
+    (workspace / "notes.txt").write_text("alpha\nbeta\n")
+    model_server.push(
+        Reply(tool_calls=[ToolCall("read_file", json.dumps({"path": "notes.txt"}), id="c1")]),
+        Reply(text="The file says alpha and beta."),
+    )
+    session = await manager.new_session(workspace)
+    session.subscribe(recorder)
+    assert await session.prompt("what is in notes.txt?") == "end_turn"
+    started = recorder.of("tool_call_started")
+    finished = recorder.of("tool_call_finished")
+    assert [e.tool_name for e in started] == ["read_file"]
+    assert started[0].locations == [str(workspace / "notes.txt")]
+    assert finished[0].status == "completed" and "alpha" in finished[0].output
+    second = model_server.bodies[1]["messages"]
+    assert second[-2]["role"] == "assistant" and second[-2]["tool_calls"][0]["id"] == "c1"
+    assert second[-1] == {"role": "tool", "tool_call_id": "c1", "content": "alpha\nbeta\n"}
+
+
+async def test_path_outside_workspace_is_refused(
+    manager, workspace, model_server, recorder, tmp_path
+):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret")
+    (workspace / "link").symlink_to(secret)
+    model_server.push(
+        Reply(tool_calls=[ToolCall("read_file", json.dumps({"path": str(secret)}), id="a")]),
+        Reply(tool_calls=[ToolCall("read_file", json.dumps({"path": "link"}), id="b")]),
+        Reply(text="ok"),
+    )
+    session = await manager.new_session(workspace)
+    session.subscribe(recorder)
+    await session.prompt("read the secret")
+    outputs = {e.tool_call_id: e for e in recorder.of("tool_call_finished")}
+    assert outputs["a"].status == "failed" and "outside the workspace" in outputs["a"].output
+    assert outputs["b"].status == "failed" and "symlink" in outputs["b"].output
+    assert all("top secret" not in e.output for e in outputs.values())
+
+
+async def test_cancel_mid_stream_stops_the_turn(manager, workspace, model_server, recorder):
+    model_server.push(Reply(text=" ".join(f"w{i}" for i in range(200)), chunk_delay=0.05))
+    session = await manager.new_session(workspace)
+    session.subscribe(recorder)
+    task = asyncio.create_task(session.prompt("talk a lot"))
+    for _ in range(250):
+        if len(recorder.of("message_chunk")) >= 3:
+            break
+        await asyncio.sleep(0.02)
+    await session.cancel()
+    assert await asyncio.wait_for(task, 5) == "cancelled"
+    assert len(recorder.of("message_chunk")) < 150
+    assert recorder.of("turn_ended")[-1].stop_reason == "cancelled"
+
+
+async def test_cancel_mid_command_kills_the_process_group(
+    manager, workspace, model_server, recorder
+):
+    marker = workspace / "child.pid"
+    cmd = f"sh -c 'echo $$ > {marker}; sleep 30' & wait"
+    model_server.push(
+        Reply(tool_calls=[ToolCall("run_command", json.dumps({"command": cmd}), id="r1")]),
+        Reply(text="never reached"),
+    )
+    session = await manager.new_session(workspace, mode="bypass")
+    session.subscribe(recorder)
+    task = asyncio.create_task(session.prompt("run it"))
+    for _ in range(200):
+        if marker.exists() and marker.read_text().strip():
+            break
+        await asyncio.sleep(0.02)
+    pid = int(marker.read_text())
+    await session.cancel()
+    assert await asyncio.wait_for(task, 10) == "cancelled"
+    import os
+
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("grandchild still alive after cancel")
+    assert len(model_server.bodies) == 1
+    finished = recorder.of("tool_call_finished")
+    assert finished and finished[-1].status == "failed"
