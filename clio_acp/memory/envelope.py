@@ -168,6 +168,8 @@ def strip_boundary_tokens(text: str) -> str:
     """§2 step 3: remove control tokens that sit (ignoring whitespace) directly
     before or after an envelope tag or at the start or end of the text; tokens in
     the middle of text stay so that validation can see them. Returns trimmed text."""
+    if _CONTROL_TOKEN.search(text) is None:
+        return text.strip()
     # Each pass removes at least one token or stops; tokens are finite.
     while True:
         before = text
@@ -181,6 +183,12 @@ def strip_boundary_tokens(text: str) -> str:
 
 # ---------------------------------------------------------------------------------
 # The operation list (§2 steps 4–7)
+
+
+# One token of the §2 step 5 scan: a JSON string (``"`` … ``"`` with ``\\`` escapes;
+# group 1 is empty when the string never closes) or a bracket. Everything else is
+# skipped by ``finditer`` at C speed.
+_SCAN_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*("?)|[\[\]{}]', re.DOTALL)
 
 
 def find_operations_end(text: str, start: int) -> int | None:
@@ -198,28 +206,20 @@ def find_operations_end(text: str, start: int) -> int | None:
     if i >= n or text[i] not in "[{":
         return None
     depth = 0
-    in_string = False
-    escaped = False
-    while i < n:
-        ch = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
+    for match in _SCAN_TOKEN.finditer(text, i):
+        token = match.group(0)
+        if token[0] == '"':
+            if not match.group(1):
+                return None  # the string runs to the end of the text
+            continue
+        if token in "[{":
             depth += 1
-        elif ch in "]}":
+        else:
             depth -= 1
-            if depth < 0:
+            if depth < 0:  # pragma: no cover - unreachable: the scan starts at depth 1
                 return None
             if depth == 0:
-                return i + 1
-        i += 1
+                return match.end()
     return None
 
 

@@ -484,3 +484,44 @@ def test_parser_never_raises(text):
     assert len(parsed.operations) <= 8
     if parsed.reminder is not None:
         assert len(parsed.reminder) <= 500
+
+
+def _reference_scan(text: str, start: int) -> int | None:
+    """The §2 step 5 scan written out character by character (test oracle)."""
+    i = start
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i >= len(text) or text[i] not in "[{":
+        return None
+    depth, in_string, escaped = 0, False, False
+    for j in range(i, len(text)):
+        ch = text[j]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth < 0:
+                return None
+            if depth == 0:
+                return j + 1
+    return None
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(['"', "\\", "[", "]", "{", "}", " ", "\n", "a", ","]), max_size=40
+    ).map("".join),
+    st.integers(0, 3),
+)
+def test_bracket_scan_matches_the_character_by_character_definition(text, start):
+    assert find_operations_end(text, start) == _reference_scan(text, start)
