@@ -392,7 +392,10 @@ class ScriptedModelServer:
 
     def start(self) -> ScriptedModelServer:
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="scripted-model-server", daemon=True
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="scripted-model-server",
+            daemon=True,
         )
         self._thread.start()
         return self

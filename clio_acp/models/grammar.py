@@ -1,0 +1,66 @@
+"""GBNF grammar that admits only the two-line memory envelope (MEMORY_SPEC §2, §12.9).
+
+Owns the grammar text sent to routes that support constrained decoding (llama.cpp
+and llama-cpp-python ``grammar``, vLLM ``structured_outputs.grammar``). It must
+not parse answers: the tolerant parser in ``clio_acp.memory.envelope`` still runs on
+every result. Every repetition is bounded, so a constrained answer cannot run away:
+at most ``max_ops`` operations, ``max_content_chars`` per content string and
+``max_reminder_chars`` in the reminder. The grammar has no recursion, so it is a
+regular language (tests turn it into a regex and check that every string it admits
+parses as an envelope).
+"""
+
+from __future__ import annotations
+
+# MEMORY_SPEC §2 step 8: a batch holds at most 8 operations.
+MAX_OPS = 8
+# Bounded below §2's 1200-char content cap: a small model's runaway text is cut by
+# the grammar, not by max_tokens mid-string (which would leave no envelope at all).
+MAX_CONTENT_CHARS = 300
+# Below §2 step 11's 500-char reminder cap (the gates still apply).
+MAX_REMINDER_CHARS = 400
+# The bank's id shape (MEMORY_SPEC §1): tm-<s|k|p>-<base36 counter>.
+_ID_RULE = '"\\"tm-" [skp] "-" [0-9a-z]{1,8} "\\""'
+
+
+def envelope_grammar(
+    max_ops: int = MAX_OPS,
+    max_content_chars: int = MAX_CONTENT_CHARS,
+    max_reminder_chars: int = MAX_REMINDER_CHARS,
+) -> str:
+    """The GBNF text (llama.cpp dialect) for ``<operations>[…]</operations>\\n`` then
+    ``<no_intervention/>`` or ``<context_for_action>…</context_for_action>``.
+
+    Content strings start with a visible character, hold no ``<``/``>`` (so no
+    chat-template token or envelope tag), no control characters and only the
+    escapes ``\\"`` and ``\\\\``. Raises ``ValueError`` for bounds below 1.
+    """
+    if min(max_ops, max_content_chars, max_reminder_chars) < 1:
+        raise ValueError("grammar bounds must be at least 1")
+    more_ops = f"{{0,{max_ops - 1}}}"
+    rest_chars = f"{{0,{max_content_chars - 1}}}"
+    rest_reminder = f"{{0,{max_reminder_chars - 1}}}"
+    return "\n".join(
+        [
+            'root ::= "<operations>[" ops? "]</operations>\\n" second',
+            f'ops ::= op ("," op){more_ops}',
+            "op ::= status | save | delete",
+            'status ::= "{\\"op\\":\\"update_status\\",\\"content\\":" text "}"',
+            'save ::= "{\\"op\\":\\"" savekind "\\",\\"content\\":" text (",\\"id\\":" id)? "}"',
+            'savekind ::= "save_knowledge" | "save_procedural"',
+            'delete ::= "{\\"op\\":\\"delete\\",\\"id\\":" id "}"',
+            f'text ::= "\\"" first char{rest_chars} "\\""',
+            'first ::= [^"\\\\<>\\x00-\\x20]',
+            'char ::= [^"\\\\<>\\x00-\\x1f] | "\\\\\\"" | "\\\\\\\\"',
+            f"id ::= {_ID_RULE}",
+            'second ::= "<no_intervention/>" | "<context_for_action>" rfirst rchar'
+            + rest_reminder
+            + ' "</context_for_action>"',
+            "rfirst ::= [^<>\\x00-\\x20]",
+            "rchar ::= [^<>\\x00-\\x1f]",
+        ]
+    )
+
+
+ENVELOPE_GRAMMAR = envelope_grammar()
+"""The default grammar (bounds above)."""

