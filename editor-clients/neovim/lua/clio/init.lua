@@ -113,20 +113,25 @@ local function scroll_to_end(buf)
   end
 end
 
---- Append `text` to the turn buffer; `inline` continues the last line.
+local line_open = false -- the last line is a streamed message still being written
+
+--- Append `text` to the turn buffer. `inline` text (streamed message chunks)
+--- continues the open message line, or starts one; other text starts new lines.
 function M.append(text, inline)
   local buf = M.turn_buffer()
   local pieces = vim.split(text, "\n", true)
   local count = vim.api.nvim_buf_line_count(buf)
   local last = vim.api.nvim_buf_get_lines(buf, count - 1, count, false)[1] or ""
-  if inline then
+  local empty = count == 1 and last == ""
+  if inline and line_open then
     pieces[1] = last .. pieces[1]
     vim.api.nvim_buf_set_lines(buf, count - 1, count, false, pieces)
-  elseif count == 1 and last == "" then
+  elseif empty then
     vim.api.nvim_buf_set_lines(buf, 0, 1, false, pieces)
   else
     vim.api.nvim_buf_set_lines(buf, count, count, false, pieces)
   end
+  line_open = inline and true or false
   scroll_to_end(buf)
 end
 
@@ -450,8 +455,7 @@ function M.prompt(text, cb)
   if M.config.open_turn_buffer then
     show_buffer(buf)
   end
-  M.append((vim.api.nvim_buf_line_count(buf) > 1 and "\n" or "") .. "> " .. text, false)
-  M.append("", false)
+  M.append("> " .. text, false)
   M.state.turn_running = true
   local args = session_args({ text = text })
   args.textDocument = current_uri() and { uri = current_uri() } or nil
