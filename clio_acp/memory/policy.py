@@ -384,6 +384,11 @@ async def run_task_memory_policy(
 
     Returns the decision and reason, the delivered (prefixed) reminder, op counts,
     usage and cited ids. The bank is written only while the step is current.
+
+    On a deadline or cancellation the completion task is cancelled and ``abort`` is
+    set. Usage the client reported through ``on_usage`` before that, or carried by an
+    answer that still completes (a client that shields its read), is forwarded to
+    ``on_step_usage`` — once, first report wins.
     """
     cancel = inputs.cancel
 

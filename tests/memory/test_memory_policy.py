@@ -516,3 +516,40 @@ async def test_real_small_model_answers_never_write_a_malformed_batch(shared_dir
             body = result.reminder.lower()
             assert '{"' not in body and '"}' not in body and "let me" not in body
             assert "we need" not in body and "json" not in body
+
+
+class ShieldedClient:
+    """A client that finishes its answer even when cancelled (e.g. a shielded read)."""
+
+    async def complete(self, system, user, max_tokens, *, abort, on_usage):
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            pass
+        return CompletionAnswer(
+            E('[{"op":"save_knowledge","content":"late"}]'), CompletionUsage(9, 4)
+        )
+
+
+async def test_a_late_answer_after_the_deadline_reports_usage_but_writes_nothing(tmp_path):
+    bank = make_bank()
+    before = bank.snapshot()
+    reported = []
+    result = await run_task_memory_policy(
+        bank, inputs(tmp_path, timeout_ms=10, on_step_usage=reported.append), ShieldedClient()
+    )
+    assert result.reason == "deadline"
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert reported == [CompletionUsage(9, 4)]
+    assert bank.snapshot() == before
+
+
+async def test_the_step_leaves_no_timer_or_waiter_tasks_behind(tmp_path):
+    cancel = asyncio.Event()
+    for client in (SlowClient(0), SlowClient(30)):
+        await run_task_memory_policy(
+            make_bank(), inputs(tmp_path, timeout_ms=20, cancel=cancel), client
+        )
+    await asyncio.sleep(0)
+    assert asyncio.all_tasks() == {asyncio.current_task()}
