@@ -113,8 +113,24 @@ local function run()
   log("diagnostic: " .. proposal.diagnostic.message:gsub("\n", " ") .. " (proposal " .. tostring(pid) .. ")")
 
   -- 3. the quick fix approves it; 4. the diagnostic clears.
+  -- Show the file the proposal sits on (without reloading it) and check Neovim
+  -- shows the diagnostic there.
+  local target = vim.uri_to_bufnr(proposal.uri)
+  if vim.api.nvim_get_current_buf() ~= target then
+    vim.fn.bufload(target)
+    vim.api.nvim_set_current_buf(target)
+  end
+  local function shown_here()
+    for _, d in ipairs(vim.diagnostic.get(target)) do
+      local data = d.user_data and d.user_data.lsp and d.user_data.lsp.data or d.data
+      if d.source == "clio-memory" and type(data) == "table" and require("clio.format").field(data, "proposal_id") == pid then
+        return true
+      end
+    end
+    return false
+  end
+  wait_for("the proposal's diagnostic shown in its buffer", shown_here)
   local approved, aerr = false, nil
-  vim.cmd("edit " .. vim.fn.fnameescape(vim.uri_to_fname(proposal.uri)))
   clio.approve(nil, function(err)
     approved, aerr = true, err
   end)
@@ -125,9 +141,11 @@ local function run()
     error("approve failed: " .. vim.inspect(aerr), 0)
   end
   wait_for("proposal diagnostic cleared", function()
-    for _, d in ipairs(memory_diagnostics()) do
-      local data = d.user_data and d.user_data.lsp and d.user_data.lsp.data or d.data
-      if type(data) == "table" and require("clio.format").field(data, "proposal_id") == pid then
+    if shown_here() then
+      return false
+    end
+    for _, item in ipairs(clio._proposal_diagnostics()) do
+      if require("clio.format").field(item.diagnostic.data, "proposal_id") == pid then
         return false
       end
     end
