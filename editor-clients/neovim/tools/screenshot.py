@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
-from tests.editors.test_neovim_e2e import _script  # noqa: E402
+from tests.editors.test_neovim_e2e import _script, install_settings  # noqa: E402
 from tests.support.model_server import ScriptedModelServer  # noqa: E402
 
 COLS, ROWS = 96, 26
@@ -176,7 +176,7 @@ def main() -> int:
             env[f"CLIO_ACP_{name.upper()}_DIR"] = str(home / name)
         env["PYTHONPATH"] = str(REPO)
         _script(server)
-        server.install_settings(home / "config")
+        install_settings(server, home / "config")
         workspace = home / "workspace"
         workspace.mkdir()
         (workspace / "main.py").write_text("print('hello')\n", encoding="utf-8")
@@ -192,7 +192,7 @@ def main() -> int:
         )  # fmt: skip
         try:
             time.sleep(1.5)
-            tmux("send-keys", "-t", SESSION, ":ClioPrompt Read the notes file and summarise it.", "Enter")
+            tmux("send-keys", "-t", SESSION, ":ClioPrompt Take two looks at the workspace.", "Enter")
             deadline = time.monotonic() + args.timeout
             while "Approve memory" not in tmux("capture-pane", "-p", "-t", SESSION):
                 if time.monotonic() > deadline:
