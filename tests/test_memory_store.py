@@ -17,6 +17,7 @@ from clio_acp.memory.records import MemoryRecord, format_timestamp, is_canonical
 from clio_acp.memory.store import (
     MemoryStore,
     MemoryStoreCorrupt,
+    MemoryStoreError,
     MemoryStoreLimit,
     RecordNotFound,
 )
@@ -301,3 +302,21 @@ async def test_async_faces_run_off_the_loop(store: MemoryStore) -> None:
     assert (await store.aapprove(record.id)).approved
     assert (await store.areject(record.id)).status == "rejected"
     assert [r.id for r in await store.aload()] == [record.id]
+
+
+def test_a_change_producing_duplicate_ids_writes_nothing(store: MemoryStore) -> None:
+    store.add_if_absent(make_record(1))
+    before = store.path.read_bytes()
+    with pytest.raises(MemoryStoreError, match="duplicate"):
+        store.mutate(lambda records: ([*records, make_record(1)], None))
+    assert store.path.read_bytes() == before
+
+
+def test_layout_matches_json_dumps_indent_2(store: MemoryStore) -> None:
+    record = make_record(1, lesson='é \u2028 \x1f " \\ / 😀 \x7f', confidence=1)
+    store.add_if_absent(record)
+    expected = {"version": 1, "records": [record.to_json_dict()]}
+    assert store.path.read_text(encoding="utf-8") == (
+        json.dumps(expected, indent=2, ensure_ascii=False) + "\n"
+    )
+    assert '"confidence": 1,' in store.path.read_text(encoding="utf-8")

@@ -77,7 +77,7 @@ def is_canonical_timestamp(value: object) -> bool:
     if not isinstance(value, str) or not _CANONICAL_TS_RE.match(value):
         return False
     try:
-        parsed = datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        parsed = datetime.fromisoformat(value[:-1] + "+00:00")
     except ValueError:
         return False
     return format_timestamp(parsed) == value

@@ -106,8 +106,11 @@ def is_stale(record: MemoryRecord, now: datetime) -> bool:
 
 
 def _serialize(records: Iterable[MemoryRecord]) -> str:
-    payload = {"version": 1, "records": [r.to_json_dict() for r in sort_records(list(records))]}
-    return json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
+    # pydantic-core's pretty printer writes exactly what json.dumps(indent=2,
+    # ensure_ascii=False) / JSON.stringify(x, null, 2) write, about 10x faster than
+    # the pure-Python indenting encoder (tests pin the layout).
+    payload = RecordsFile(records=sort_records(list(records)))
+    return payload.model_dump_json(indent=2, by_alias=True, exclude_none=True) + "\n"
 
 
 class MemoryStore:
@@ -185,8 +188,11 @@ class MemoryStore:
                     return result
                 if len(new_records) > self.cap:
                     raise MemoryStoreLimit(self.cap)
-                RecordsFile(records=list(new_records))  # unique ids; records already valid
-                self._write_atomic(_serialize(new_records))
+                try:
+                    text = _serialize(new_records)
+                except ValidationError as exc:  # duplicate ids
+                    raise MemoryStoreError(f"refusing to write an invalid store: {exc}") from exc
+                self._write_atomic(text)
                 return result
         except filelock.Timeout as exc:
             raise MemoryStoreError(
