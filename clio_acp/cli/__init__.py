@@ -12,10 +12,11 @@ import logging
 import sys
 
 from clio_acp import __version__
-from clio_acp.cli import memory_cmd, paths_cmd
+from clio_acp.cli import lsp_cmd, memory_cmd, paths_cmd
 
 # One line per command module; keep alphabetical to make merges trivial.
 _COMMAND_MODULES = [
+    lsp_cmd,
     memory_cmd,
     paths_cmd,
 ]

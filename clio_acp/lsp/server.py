@@ -1,0 +1,568 @@
+"""``clio-acp lsp``: the language server. Reading this file tells you what it offers.
+
+The server object is made once (``SERVER``); every LSP method, notification and
+``workspace/executeCommand`` command below is one small function that parses its
+arguments and delegates to ``SessionFace`` (session state and event translation),
+``translate`` (pure LSP shapes) or ``options``. Lifecycle rules (cancellation,
+shutdown, exit, editor death, error hygiene) live in ``protocol.py``; process plumbing
+in ``stdio.py``. Protocol translation only: no agent or memory logic here.
+
+Commands (arguments are one JSON object, or a bare string for the obvious field):
+``clio.prompt``, ``clio.cancel``, ``clio.session.new|load|list|fork|close``,
+``clio.memory.show|approve|reject|promote|seed``, ``clio.handoff``, ``clio.usage``.
+Notifications: ``clio/sessionUpdate`` (server→client, one session event),
+``clio/sessionChanged`` (client→server). See ``docs/editors/lsp.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from lsprotocol import types
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+from pygls.capabilities import get_capability
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from clio_acp import __version__
+from clio_acp.lsp import translate
+from clio_acp.lsp.diagnostics import DiagnosticsStore
+from clio_acp.lsp.options import CONFIG_SECTION, InitializationOptions, parse_options
+from clio_acp.lsp.protocol import ClioLanguageServerProtocol, scrub_paths
+from clio_acp.lsp.session_face import FaceError, SessionFace
+from clio_acp.paths import Paths, resolve_paths
+from clio_acp.session.events import MemoryProposal
+from clio_acp.settings import Settings, load_settings
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ClioLanguageServer(LanguageServer):
+    """The pygls server plus the face's state: options, diagnostics, the session face."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            name="clio-acp",
+            version=__version__,
+            protocol_cls=ClioLanguageServerProtocol,
+            text_document_sync_kind=types.TextDocumentSyncKind.None_,
+        )
+        self.protocol: ClioLanguageServerProtocol
+        self.options = InitializationOptions()
+        self.paths: Paths = resolve_paths()
+        self.workspace_root = Path.cwd()
+        self.diagnostics = DiagnosticsStore(self._publish_diagnostics)
+        self.face = SessionFace(self)
+        self._settings_cache: tuple[float | None, Settings] | None = None
+        self.configured = asyncio.Event()
+        """Set once the initial ``workspace/configuration`` pull is done (or skipped);
+        commands wait for it so the first one already sees the editor's settings."""
+
+    # -- helpers the features use ------------------------------------------------------
+
+    def settings_reader(self) -> Settings:
+        """The settings file, reloaded when its mtime changes; a broken file keeps the
+        last good settings (or the defaults) and is logged."""
+        path = self.paths.settings_file
+        try:
+            mtime: float | None = path.stat().st_mtime
+        except OSError:
+            mtime = None
+        if self._settings_cache is not None and self._settings_cache[0] == mtime:
+            return self._settings_cache[1]
+        try:
+            settings = load_settings(path)
+        except Exception as exc:
+            logger.warning("Settings file is invalid, keeping the last good one: %s", exc)
+            settings = self._settings_cache[1] if self._settings_cache else Settings()
+        self._settings_cache = (mtime, settings)
+        return settings
+
+    def client_supports(self, dotted: str) -> bool:
+        """Whether the client declared capability ``dotted`` (snake_case path)."""
+        try:
+            return bool(get_capability(self.client_capabilities, dotted, False))
+        except Exception:
+            return False
+
+    def show_message(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
+    def apply_options(self, raw: Any, *, base: InitializationOptions | None) -> None:
+        options, problem = parse_options(raw, base=base)
+        self.options = options
+        if problem:
+            self.show_message(problem, types.MessageType.Warning)
+
+    def _publish_diagnostics(self, uri: str, diagnostics: list[types.Diagnostic]) -> None:
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics)
+        )
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        # pygls 2.1.1 shows "Error in server: <raw exception>" for notification
+        # failures; the raw text may hold local paths, so it is scrubbed first.
+        logger.error("Server error (%s): %s", getattr(source, "__name__", source), error)
+        if source is not None and "Request" in getattr(source, "__name__", ""):
+            return
+        try:
+            self.show_message(
+                scrub_paths(f"clio: internal error ({type(error).__name__})"),
+                types.MessageType.Error,
+            )
+        except Exception:
+            logger.debug("Could not report the error to the client")
+
+    async def pull_configuration(self) -> None:
+        """``workspace/configuration`` for section ``clio``, only when the client
+        declares ``workspace.configuration`` (LSP 3.17)."""
+        if not self.client_supports("workspace.configuration"):
+            return
+        try:
+            result = await self.protocol.request(
+                types.WORKSPACE_CONFIGURATION,
+                types.ConfigurationParams(items=[types.ConfigurationItem(section=CONFIG_SECTION)]),
+                timeout_s=10,
+            )
+        except Exception as exc:
+            logger.info("workspace/configuration failed: %s", exc)
+            return
+        if isinstance(result, list | tuple) and result and result[0] is not None:
+            self.apply_options(_plain(result[0]), base=self.options)
+
+    async def aclose(self) -> None:
+        await self.face.aclose()
+
+
+SERVER = ClioLanguageServer()
+
+CONFIGURED_WAIT_S = 15.0
+"""Longest a command waits for the initial configuration pull, seconds."""
+
+
+def command(name: str) -> Callable[[F], F]:
+    """``SERVER.command`` for an ``async (ls, *args)`` handler that first waits for the
+    initial configuration (bounded by ``CONFIGURED_WAIT_S``)."""
+
+    def decorator(handler: F) -> F:
+        @functools.wraps(handler)
+        async def wrapped(ls: ClioLanguageServer, *args: Any) -> Any:
+            if not ls.configured.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(ls.configured.wait(), CONFIGURED_WAIT_S)
+            return await handler(ls, *args)
+
+        SERVER.command(name)(wrapped)
+        return handler
+
+    return decorator
+
+
+# -- argument models -----------------------------------------------------------------
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class _TextDocument(_Args):
+    uri: str
+
+
+class _Position(_Args):
+    line: int = Field(ge=0)
+    character: int = Field(default=0, ge=0)
+
+
+class PromptArgs(_Args):
+    text: str = Field(min_length=1)
+    session_id: str | None = None
+    text_document: _TextDocument | None = None
+    """The active document; named in the prompt so the agent knows where the user is."""
+    position: _Position | None = None
+
+
+class SessionArgs(_Args):
+    session_id: str | None = None
+
+
+class LoadArgs(_Args):
+    session_id: str = Field(min_length=1)
+
+
+class NewSessionArgs(_Args):
+    cwd: str | None = None
+    mode: str | None = None
+
+
+class ListArgs(_Args):
+    cwd: str | None = None
+    cursor: str | None = None
+    limit: int = Field(default=50, ge=1, le=500)
+
+
+class RecordArgs(_Args):
+    record_id: str = Field(min_length=1)
+
+
+class PromoteArgs(_Args):
+    entry_id: str = Field(min_length=1)
+    scope: str = "repo"
+    acknowledge_global: bool = False
+    session_id: str | None = None
+
+
+class ShowArgs(_Args):
+    proposals: list[str] | None = None
+
+
+def _plain(value: Any) -> Any:
+    """pygls hands custom params over as namedtuples; turn them back into JSON values."""
+    if hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _args(model: type[M], args: tuple[Any, ...], bare: str | None = None) -> M:
+    """Parse command arguments: none, one object, or one bare string for ``bare``."""
+    if len(args) > 1:
+        raise JsonRpcInvalidParams(f"expected at most one argument, got {len(args)}")
+    raw = _plain(args[0]) if args else {}
+    if raw is None:
+        raw = {}
+    if isinstance(raw, str) and bare is not None:
+        raw = {bare: raw}
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'argument'}: {e['msg']}" for e in exc.errors()
+        )
+        raise JsonRpcInvalidParams(f"invalid arguments ({problems})") from None
+
+
+async def _core(call: Any) -> Any:
+    """Await a core call; its failures become ``RequestFailed`` with a clean message."""
+    try:
+        return await call
+    except (JsonRpcException, asyncio.CancelledError):
+        raise
+    except KeyError as exc:
+        raise FaceError(str(exc.args[0]) if exc.args else "not found") from None
+    except Exception as exc:
+        logger.exception("Core call failed")
+        raise FaceError(f"{type(exc).__name__}: {exc}") from None
+
+
+def _prompt_text(args: PromptArgs, ls: ClioLanguageServer) -> str:
+    if args.text_document is None:
+        return args.text
+    path = Path(to_fs_path(args.text_document.uri) or args.text_document.uri)
+    with_root = path
+    try:
+        with_root = path.relative_to(ls.workspace_root)
+    except ValueError:
+        pass
+    where = f"{with_root}:{args.position.line + 1}" if args.position else str(with_root)
+    return f"{args.text}\n\n[Active document: {where}]"
+
+
+def _session_info(info: Any) -> Any:
+    if isinstance(info, BaseModel):
+        return info.model_dump(mode="json", by_alias=True)
+    if hasattr(info, "__dataclass_fields__"):
+        from dataclasses import asdict
+
+        return translate._camel(
+            {k: str(v) if isinstance(v, Path) else v for k, v in asdict(info).items()}
+        )
+    return info
+
+
+# -- lifecycle -----------------------------------------------------------------------
+
+
+@SERVER.feature(types.INITIALIZE)
+def initialize(ls: ClioLanguageServer, params: types.InitializeParams) -> None:
+    ls.apply_options(params.initialization_options, base=None)
+    folders = params.workspace_folders or []
+    root = folders[0].uri if folders else (params.root_uri or None)
+    if root:
+        ls.workspace_root = Path(to_fs_path(root) or os.getcwd())
+    elif params.root_path:
+        ls.workspace_root = Path(params.root_path)
+
+
+@SERVER.feature(types.INITIALIZED)
+async def initialized(ls: ClioLanguageServer, params: types.InitializedParams) -> None:
+    try:
+        await ls.pull_configuration()
+    finally:
+        ls.configured.set()
+    ls.face.schedule_document()
+
+
+@SERVER.feature(types.SHUTDOWN)
+async def shutdown(ls: ClioLanguageServer, *args: Any) -> None:
+    await ls.face.shutdown()
+
+
+@SERVER.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def did_change_configuration(
+    ls: ClioLanguageServer, params: types.DidChangeConfigurationParams
+) -> None:
+    settings = _plain(params.settings)
+    if isinstance(settings, dict) and CONFIG_SECTION in settings:
+        ls.apply_options(settings[CONFIG_SECTION], base=ls.options)
+    elif settings:
+        ls.apply_options(settings, base=ls.options)
+    else:
+        await ls.pull_configuration()
+
+
+@SERVER.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+async def did_change_workspace_folders(
+    ls: ClioLanguageServer, params: types.DidChangeWorkspaceFoldersParams
+) -> None:
+    removed = [Path(to_fs_path(f.uri) or f.uri) for f in params.event.removed or []]
+    session = ls.face.session
+    if session is not None and any(_inside(Path(session.cwd), r) for r in removed):
+        await ls.face.leave_session("its workspace folder was removed")
+    if any(_inside(ls.workspace_root, r) for r in removed):
+        remaining = list(ls.workspace.folders.values())
+        if remaining:
+            ls.workspace_root = Path(to_fs_path(remaining[0].uri) or remaining[0].uri)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+@SERVER.feature(translate.SESSION_CHANGED)
+async def session_changed(ls: ClioLanguageServer, params: Any) -> None:
+    raw = _plain(params) or {}
+    editor_id = raw.get("editorSessionId") if isinstance(raw, dict) else None
+    if editor_id is not None and editor_id == ls.options.editor_session_id:
+        return
+    ls.options = ls.options.model_copy(update={"editor_session_id": editor_id})
+    await ls.face.leave_session("the editor session changed")
+
+
+# -- memory as code actions ---------------------------------------------------------
+
+
+@SERVER.feature(
+    types.TEXT_DOCUMENT_CODE_ACTION,
+    types.CodeActionOptions(
+        code_action_kinds=[types.CodeActionKind.QuickFix, translate.PROPOSALS_ACTION_KIND]
+    ),
+)
+async def code_action(ls: ClioLanguageServer, params: types.CodeActionParams) -> list[Any]:
+    only = params.context.only
+    actions: list[types.CodeAction] = []
+    wants_fixes = not only or any(str(k).startswith("quickfix") for k in only)
+    if wants_fixes:
+        known = ls.diagnostics.get(params.text_document.uri, translate.MEMORY_SOURCE)
+        seen: set[str] = set()
+        for echoed in params.context.diagnostics:
+            if echoed.source != translate.MEMORY_SOURCE:
+                continue
+            proposal_id = translate.diagnostic_proposal_id(echoed) or next(
+                (
+                    translate.diagnostic_proposal_id(d)
+                    for d in known
+                    if translate.same_diagnostic(d, echoed)
+                ),
+                None,
+            )
+            proposal = ls.face.proposals.get(proposal_id or "")
+            if proposal is None or proposal.record_id in seen:
+                continue
+            seen.add(proposal.record_id)
+            actions.extend(translate.proposal_quick_fixes(proposal, echoed))
+    wants_source = not only or any(translate.PROPOSALS_ACTION_KIND.startswith(str(k)) for k in only)
+    if wants_source:
+        pending = await _pending_proposals(ls)
+        if pending:
+            actions.append(translate.proposals_source_action(pending))
+    return actions
+
+
+async def _pending_proposals(ls: ClioLanguageServer) -> list[MemoryProposal]:
+    """Every unapproved, unrejected durable record, plus this session's proposals."""
+    pending = dict(ls.face.proposals)
+    try:
+        from clio_acp.memory.store import MemoryStore
+
+        for record in await MemoryStore(ls.paths.records_file).aload():
+            if record.status == "proposed" and record.id not in pending:
+                pending[record.id] = MemoryProposal(
+                    session_id=getattr(record.provenance, "source_session_id", None) or "",
+                    record_id=record.id,
+                    scope=record.scope,
+                    content=record.lesson,
+                )
+    except Exception as exc:
+        logger.warning("Cannot read durable memory records: %s", exc)
+    return list(pending.values())
+
+
+# -- commands: turns -------------------------------------------------------------------
+
+
+@command("clio.prompt")
+async def prompt(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    parsed = _args(PromptArgs, args, bare="text")
+    return await _core(ls.face.prompt(_prompt_text(parsed, ls), parsed.session_id))
+
+
+@command("clio.cancel")
+async def cancel(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    parsed = _args(SessionArgs, args, bare="sessionId")
+    return {"cancelled": await ls.face.cancel(parsed.session_id)}
+
+
+# -- commands: sessions (each one is a session change: the bank is cleared) -------------
+
+
+@command("clio.session.new")
+async def session_new(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    parsed = _args(NewSessionArgs, args, bare="cwd")
+    cwd = Path(parsed.cwd) if parsed.cwd else ls.workspace_root
+    mode = parsed.mode or ls.options.permission_mode
+    session = await _core(ls.face.change_session(lambda m: m.new_session(cwd, mode=mode)))
+    return {"sessionId": session.id}
+
+
+@command("clio.session.load")
+async def session_load(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    parsed = _args(LoadArgs, args, bare="sessionId")
+    history: list[Any] = []
+
+    async def load(manager: Any) -> Any:
+        session, events = await manager.load_session(parsed.session_id)
+        history.extend(events)
+        return session
+
+    session = await _core(ls.face.change_session(load))
+    ls.face.replay(history)
+    return {"sessionId": session.id, "events": len(history)}
+
+
+@command("clio.session.list")
+async def session_list(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    parsed = _args(ListArgs, args, bare="cwd")
+    manager = ls.face._ensure_manager()
+    cwd = Path(parsed.cwd) if parsed.cwd else None
+    infos, next_cursor = await _core(
+        manager.list_sessions(cwd=cwd, cursor=parsed.cursor, limit=parsed.limit)
+    )
+    return {"sessions": [_session_info(i) for i in infos], "nextCursor": next_cursor}
+
+
+@command("clio.session.fork")
+async def session_fork(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    parsed = _args(SessionArgs, args, bare="sessionId")
+    source = parsed.session_id or ls.face.require_session().id
+    session = await _core(ls.face.change_session(lambda m: m.fork_session(source)))
+    return {"sessionId": session.id, "forkedFrom": source}
+
+
+@command("clio.session.close")
+async def session_close(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    parsed = _args(SessionArgs, args, bare="sessionId")
+    session = ls.face.require_session(parsed.session_id)
+    await ls.face.leave_session("closed by the user")
+    return {"sessionId": session.id, "closed": True}
+
+
+# -- commands: memory ------------------------------------------------------------------
+
+
+@command("clio.memory.show")
+async def memory_show(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    _args(ShowArgs, args)
+    await ls.face.write_document_now()
+    pending = await _pending_proposals(ls)
+    return {
+        "sessionId": ls.face.session.id if ls.face.session is not None else None,
+        "board": ls.face.board(),
+        "proposals": [
+            {"recordId": p.record_id, "scope": p.scope, "content": p.content} for p in pending
+        ],
+        "document": ls.face.memory_doc.as_uri(),
+    }
+
+
+@command("clio.memory.approve")
+async def memory_approve(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    parsed = _args(RecordArgs, args, bare="recordId")
+    from clio_acp.memory.store import MemoryStore
+
+    record = await _core(MemoryStore(ls.paths.records_file).aapprove(parsed.record_id))
+    ls.face.resolve_proposal(parsed.record_id)
+    return {"recordId": record.id, "status": record.status}
+
+
+@command("clio.memory.reject")
+async def memory_reject(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    parsed = _args(RecordArgs, args, bare="recordId")
+    from clio_acp.memory.store import MemoryStore
+
+    record = await _core(MemoryStore(ls.paths.records_file).areject(parsed.record_id))
+    ls.face.resolve_proposal(parsed.record_id)
+    return {"recordId": record.id, "status": record.status}
+
+
+@command("clio.memory.promote")
+async def memory_promote(ls: ClioLanguageServer, *args: Any) -> Any:
+    parsed = _args(PromoteArgs, args, bare="entryId")
+    session = ls.face.require_session(parsed.session_id)
+    promote = getattr(session, "promote", None)
+    if promote is None:
+        raise FaceError("promotion is not available in this build")
+    return await _core(
+        promote(parsed.entry_id, scope=parsed.scope, acknowledge_global=parsed.acknowledge_global)
+    )
+
+
+@command("clio.memory.seed")
+async def memory_seed(ls: ClioLanguageServer, *args: Any) -> Any:
+    parsed = _args(SessionArgs, args, bare="sessionId")
+    result = await _core(ls.face.require_session(parsed.session_id).seed())
+    ls.face.schedule_document()
+    return result
+
+
+@command("clio.handoff")
+async def handoff(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    parsed = _args(SessionArgs, args, bare="sessionId")
+    path = await _core(ls.face.require_session(parsed.session_id).handoff())
+    return {"path": str(path), "uri": Path(path).as_uri()}
+
+
+@command("clio.usage")
+async def usage(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    _args(SessionArgs, args, bare="sessionId")
+    board = ls.face.board() or {}
+    return {
+        "sessionId": ls.face.session.id if ls.face.session is not None else None,
+        "session": ls.face.usage.as_dict(),
+        "memory": board.get("spend"),
+    }

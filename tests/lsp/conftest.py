@@ -1,0 +1,131 @@
+"""pytest-lsp fixtures for the ``clio-acp lsp`` end-to-end suites.
+
+Every test talks to a real ``python -m clio_acp lsp`` subprocess over stdio through
+pytest-lsp's ``LanguageClient``. ``client_name`` parametrises a suite over the VS Code
+and Neovim capability sets shipped with pytest-lsp; ``lsp`` is a started but not yet
+initialized client (lifecycle tests drive ``initialize`` themselves); ``client`` is
+initialized on a fresh workspace folder. Tests wait on notifications, never sleep for
+a fixed time to let something happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from lsprotocol import types
+from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
+
+from tests.conftest import subprocess_env
+
+CLIENTS = ["visual-studio-code", "neovim"]
+"""Capability sets every end-to-end suite runs against (pytest-lsp ``clients/``)."""
+
+STOP_TIMEOUT_S = 30
+
+
+@pytest.fixture(params=CLIENTS)
+def client_name(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    (root / "main.py").write_text("print('hello')\n", encoding="utf-8")
+    return root
+
+
+async def start_server(cwd: Path, extra_env: dict[str, str] | None = None) -> LanguageClient:
+    """Start ``python -m clio_acp lsp`` under a pytest-lsp client (not initialized)."""
+    client = make_test_lsp_client()
+    await client.start_io(
+        sys.executable,
+        "-m",
+        "clio_acp",
+        "--log-level",
+        "WARNING",
+        "lsp",
+        env=subprocess_env(extra_env),
+        cwd=str(cwd),
+    )
+    return client
+
+
+async def stop_server(client: LanguageClient) -> None:
+    """Shut the server down politely if it still runs, else just reap it."""
+    server = client._server
+    if server is not None and server.returncode is None and client.capabilities is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(client.shutdown_session(), STOP_TIMEOUT_S)
+    if server is not None and server.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            server.kill()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(client.stop(), STOP_TIMEOUT_S)
+
+
+def initialize_params(
+    client_name: str,
+    workspace: Path,
+    *,
+    options: Any = None,
+    process_id: int | None = None,
+    capabilities: types.ClientCapabilities | None = None,
+) -> types.InitializeParams:
+    return types.InitializeParams(
+        capabilities=capabilities or client_capabilities(client_name),
+        process_id=process_id,
+        root_uri=workspace.as_uri(),
+        workspace_folders=[types.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)],
+        initialization_options=options,
+    )
+
+
+@pytest_asyncio.fixture
+async def lsp(workspace: Path) -> AsyncIterator[LanguageClient]:
+    client = await start_server(workspace)
+    yield client
+    await stop_server(client)
+
+
+@pytest_asyncio.fixture
+async def client(lsp: LanguageClient, client_name: str, workspace: Path) -> LanguageClient:
+    await lsp.initialize_session(initialize_params(client_name, workspace))
+    return lsp
+
+
+async def wait_until(predicate: Callable[[], Any], limit_s: float = 20.0) -> Any:
+    """Poll ``predicate`` on the event loop until it is truthy (bounded)."""
+    deadline = asyncio.get_running_loop().time() + limit_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.02)
+
+
+async def exit_code(client: LanguageClient, limit_s: float = 20.0) -> int:
+    assert client._server is not None
+    return await asyncio.wait_for(client._server.wait(), limit_s)
+
+
+def raw_request(client: LanguageClient, method: str, params: Any, msg_id: Any = None):
+    """Send a request with untyped (possibly invalid) params; await the reply. An error
+    reply raises pygls' ``JsonRpcException`` (``.code``, ``.message``, ``.data``)."""
+    msg_id = msg_id if msg_id is not None else f"raw-{uuid.uuid4()}"
+    future: Future[Any] = Future()
+    client.protocol._request_futures[msg_id] = future
+    client.protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+    return asyncio.wrap_future(future)

@@ -1,0 +1,125 @@
+"""LSP lifecycle over the wire (issue 8 item 7): shutdown, exit, editor death, errors.
+
+Each test drives a real ``clio-acp lsp`` subprocess and checks what the LSP 3.17 spec
+says must happen on the wire, where pygls 2.1.1 alone would do otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import LanguageClient, client_capabilities
+
+from tests.lsp.conftest import exit_code, initialize_params, raw_request
+
+pytestmark = pytest.mark.asyncio
+
+
+def _usage(client: LanguageClient):
+    return client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="clio.usage", arguments=[])
+    )
+
+
+async def test_shutdown_then_exit_ends_the_process_with_code_0(client: LanguageClient):
+    await client.shutdown_async(None)
+    client.exit(None)
+    assert await exit_code(client) == 0
+
+
+async def test_exit_without_shutdown_ends_the_process_with_code_1(client: LanguageClient):
+    client.exit(None)
+    assert await exit_code(client) == 1
+
+
+async def test_requests_after_shutdown_get_invalid_request(client: LanguageClient):
+    assert await client.shutdown_async(None) is None
+    with pytest.raises(JsonRpcException) as caught:
+        await _usage(client)
+    assert caught.value.code == types.ErrorCodes.InvalidRequest.value  # -32600
+    client.exit(None)
+    assert await exit_code(client) == 0
+
+
+async def test_request_before_initialize_gets_server_not_initialized(
+    lsp: LanguageClient, client_name: str
+):
+    lsp.capabilities = client_capabilities(client_name)  # pytest-lsp's own pre-check
+    with pytest.raises(JsonRpcException) as caught:
+        await _usage(lsp)
+    assert caught.value.code == types.ErrorCodes.ServerNotInitialized.value  # -32002
+
+
+async def test_server_exits_when_the_editor_process_dies(
+    lsp: LanguageClient, client_name: str, workspace
+):
+    editor = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import time; time.sleep(120)"
+    )
+    try:
+        await lsp.initialize_session(
+            initialize_params(client_name, workspace, process_id=editor.pid)
+        )
+        # Alive editor: the server keeps answering.
+        assert (await _usage(lsp))["sessionId"] is None
+        editor.kill()
+        await editor.wait()
+        assert await exit_code(lsp) == 1
+    finally:
+        if editor.returncode is None:
+            editor.kill()
+
+
+async def test_end_of_input_without_exit_ends_the_process_with_code_1(client: LanguageClient):
+    assert client._server is not None and client._server.stdin is not None
+    client._server.stdin.close()
+    assert await exit_code(client) == 1
+
+
+async def test_request_with_malformed_params_gets_invalid_params_and_server_goes_on(
+    client: LanguageClient,
+):
+    with pytest.raises(JsonRpcException) as caught:
+        await raw_request(client, types.TEXT_DOCUMENT_CODE_ACTION, {"textDocument": {"uri": 3}})
+    assert caught.value.code == types.ErrorCodes.InvalidParams.value  # -32602
+    assert "sessionId" in await _usage(client)
+
+
+async def test_unknown_command_is_refused_without_stopping_the_server(client: LanguageClient):
+    with pytest.raises(JsonRpcException) as caught:
+        await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="clio.nope", arguments=[])
+        )
+    assert caught.value.code == types.ErrorCodes.InvalidParams.value
+    assert "clio.nope" in caught.value.message
+    assert "sessionId" in await _usage(client)
+
+
+async def test_initialize_advertises_every_clio_command_and_code_actions(
+    lsp: LanguageClient, client_name: str, workspace
+):
+    result = await lsp.initialize_session(initialize_params(client_name, workspace))
+    commands = set(result.capabilities.execute_command_provider.commands)
+    assert {
+        "clio.prompt",
+        "clio.cancel",
+        "clio.session.new",
+        "clio.session.load",
+        "clio.session.list",
+        "clio.session.fork",
+        "clio.session.close",
+        "clio.memory.show",
+        "clio.memory.approve",
+        "clio.memory.reject",
+        "clio.memory.promote",
+        "clio.memory.seed",
+        "clio.handoff",
+        "clio.usage",
+    } <= commands
+    kinds = result.capabilities.code_action_provider.code_action_kinds
+    assert types.CodeActionKind.QuickFix in kinds
+    assert result.server_info.name == "clio-acp"
