@@ -12,13 +12,14 @@ import logging
 import sys
 
 from clio_acp import __version__
-from clio_acp.cli import lsp_cmd, memory_cmd, paths_cmd
+from clio_acp.cli import lsp_cmd, memory_cmd, paths_cmd, replay_cmd
 
 # One line per command module; keep alphabetical to make merges trivial.
 _COMMAND_MODULES = [
     lsp_cmd,
     memory_cmd,
     paths_cmd,
+    replay_cmd,
 ]
 
 

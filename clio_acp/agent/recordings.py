@@ -1,0 +1,408 @@
+"""Adapters from recorded coding-agent trajectories to one neutral shape.
+
+Owns reading the three published formats described in
+``../shared/trajectories/README.md`` — mini-swe-agent ``*.traj.json``, OpenHands
+``output.jsonl`` and the pma-tb2 ``trajectory_agent.steps.jsonl`` — into
+``Recording`` objects: user prompts and agent turns, each turn a batch of tool calls
+with the recorded output and exit code (or a failure read from terminal text when
+the format has none). Unknown formats raise ``RecordingFormatError`` with a message
+naming what was expected. This module only reads files; it knows nothing about
+memory (``clio_acp.agent.replay`` feeds recordings into the middleware).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = [
+    "FORMATS",
+    "RecordedCall",
+    "RecordedTurn",
+    "Recording",
+    "RecordingFormatError",
+    "detect_format",
+    "load_recordings",
+]
+
+RecordingFormat = Literal["mini-swe-agent", "openhands", "pma"]
+FORMATS: tuple[str, ...] = ("mini-swe-agent", "openhands", "pma")
+
+
+class RecordingFormatError(ValueError):
+    """The file is not one of the supported trajectory formats (or is malformed)."""
+
+
+@dataclass
+class RecordedCall:
+    """One executed tool call. ``index`` is 1-based within its recording; ``exit_code``
+    is None when the format has none (pma) or the call timed out."""
+
+    index: int
+    tool_name: str
+    args: dict[str, Any]
+    output: str
+    exit_code: int | None
+    is_error: bool
+    kind: str = "other"
+    """execute, edit, read or other (the session event's tool kind)."""
+    timed_out: bool = False
+
+
+@dataclass
+class RecordedTurn:
+    """One model response and the tool batch it ran. ``user_text`` is the user prompt
+    that opened this turn (empty for continuation turns)."""
+
+    user_text: str = ""
+    calls: list[RecordedCall] = field(default_factory=list)
+
+
+@dataclass
+class Recording:
+    path: Path
+    format: str
+    name: str
+    """Instance id or file stem."""
+    turns: list[RecordedTurn] = field(default_factory=list)
+    yardstick: dict[str, Any] | None = None
+    """pma: what the paper's memory agent did on the same task (when recorded)."""
+
+    @property
+    def calls(self) -> list[RecordedCall]:
+        return [call for turn in self.turns for call in turn.calls]
+
+
+# -- detection ---------------------------------------------------------------------------
+
+
+def _first_json_line(path: Path) -> Any:
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                return json.loads(line)
+    return None
+
+
+def detect_format(path: Path) -> RecordingFormat:
+    """Guess the format of ``path`` from its content.
+
+    Raises ``RecordingFormatError`` when it matches none of the three formats."""
+    try:
+        if path.suffix == ".json" or path.name.endswith(".traj.json"):
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and isinstance(data.get("messages"), list):
+                return "mini-swe-agent"
+        else:
+            first = _first_json_line(path)
+            if isinstance(first, dict) and isinstance(first.get("history"), list):
+                return "openhands"
+            if isinstance(first, dict) and "step" in first and "tool_calls" in first:
+                return "pma"
+            if isinstance(first, dict) and "memory_ops" in first:
+                raise RecordingFormatError(
+                    f"{path}: this is a pma memory-agent log (trajectory_memory.steps.jsonl); "
+                    "replay its sibling trajectory_agent.steps.jsonl instead"
+                )
+    except OSError as exc:
+        raise RecordingFormatError(f"{path}: cannot read: {exc}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordingFormatError(f"{path}: {_UNKNOWN} (not JSON: {exc})") from exc
+    raise RecordingFormatError(f"{path}: {_UNKNOWN}")
+
+
+_UNKNOWN = (
+    "unknown trajectory format; expected mini-swe-agent *.traj.json ({messages:[…]}), "
+    "OpenHands output.jsonl ({history:[…]} per line) or pma trajectory_agent.steps.jsonl "
+    "({step, tool_calls, observations} per line)"
+)
+
+
+def load_recordings(path: Path, fmt: str = "auto") -> list[Recording]:
+    """Read ``path`` as ``fmt`` (``auto`` detects). One file gives one recording,
+    except OpenHands output.jsonl, which gives one per instance line.
+
+    Raises ``RecordingFormatError`` for an unknown format name, an undetectable file
+    or a file that does not have the named format's shape."""
+    if fmt == "auto":
+        fmt = detect_format(path)
+    loaders = {"mini-swe-agent": _load_mini, "openhands": _load_openhands, "pma": _load_pma}
+    if fmt not in loaders:
+        raise RecordingFormatError(
+            f"unknown format {fmt!r}; choose one of auto, {', '.join(FORMATS)}"
+        )
+    try:
+        return loaders[fmt](path)
+    except RecordingFormatError:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise RecordingFormatError(f"{path}: not a valid {fmt} trajectory: {exc}") from exc
+
+
+# -- mini-swe-agent ----------------------------------------------------------------------
+
+# mini-swe-agent's own action regex: exactly one ```bash block is an action.
+_MINI_ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+_MINI_RC = re.compile(r"^\s*<returncode>(-?\d+)</returncode>")
+_MINI_TIMEOUT = re.compile(r"^\s*The last command <command>(.*?)</command> timed out", re.DOTALL)
+
+
+def _between(text: str, tag: str) -> str | None:
+    match = re.search(rf"<{tag}>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
+    return match.group(1) if match else None
+
+
+def _mini_output(observation: str) -> str:
+    body = _between(observation, "output")
+    if body is not None:
+        return body
+    head = _between(observation, "output_head") or ""
+    tail = _between(observation, "output_tail") or ""
+    elided = (_between(observation, "elided_chars") or "").strip()
+    return f"{head}\n[{elided}]\n{tail}" if elided else head + tail
+
+
+def _load_mini(path: Path) -> list[Recording]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        raise RecordingFormatError(f"{path}: not a mini-swe-agent trajectory (no messages list)")
+    messages = data["messages"]
+    name = str(data.get("instance_id") or path.name.removesuffix(".traj.json"))
+    recording = Recording(path, "mini-swe-agent", name)
+    index = 0
+    pending_user = ""
+    for i, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content")
+        if not isinstance(content, str):
+            content = json.dumps(content)
+        if role == "user" and not recording.turns and i <= 1:
+            pending_user = content
+            continue
+        if role != "assistant":
+            continue
+        nxt = messages[i + 1].get("content", "") if i + 1 < len(messages) else ""
+        nxt = nxt if isinstance(nxt, str) else json.dumps(nxt)
+        actions = _MINI_ACTION.findall(content)
+        rc = _MINI_RC.match(nxt)
+        timeout = _MINI_TIMEOUT.match(nxt)
+        turn = RecordedTurn(user_text=pending_user)
+        pending_user = ""
+        if len(actions) == 1 and (rc or timeout):
+            index += 1
+            exit_code = int(rc.group(1)) if rc else None
+            output = _mini_output(nxt) if rc else (_between(nxt, "output") or "").strip()
+            if timeout:
+                output = "command timed out and was killed\n" + output
+            turn.calls.append(
+                RecordedCall(
+                    index=index,
+                    tool_name="bash",
+                    args={"command": actions[0]},
+                    output=output,
+                    exit_code=exit_code,
+                    is_error=exit_code != 0,
+                    kind="execute",
+                    timed_out=bool(timeout),
+                )
+            )
+        recording.turns.append(turn)
+    return [recording]
+
+
+# -- OpenHands ---------------------------------------------------------------------------
+
+_OH_KINDS = {"run": "execute", "read": "read", "edit": "edit", "write": "edit", "browse": "fetch"}
+
+
+def _oh_arguments(event: dict[str, Any]) -> dict[str, Any] | None:
+    meta = event.get("tool_call_metadata") or {}
+    call_id = meta.get("tool_call_id")
+    try:
+        for choice in meta["model_response"]["choices"]:
+            for call in choice["message"].get("tool_calls") or []:
+                if call.get("id") == call_id:
+                    args = json.loads(call["function"]["arguments"])
+                    return args if isinstance(args, dict) else None
+    except (KeyError, TypeError, json.JSONDecodeError):
+        return None
+    return None
+
+
+def _load_openhands(path: Path) -> list[Recording]:
+    recordings = []
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            obj = json.loads(line)
+            if not isinstance(obj, dict) or not isinstance(obj.get("history"), list):
+                raise RecordingFormatError(f"{path}:{line_no}: not an OpenHands record (no history)")
+            name = str(obj.get("instance_id") or f"{path.stem}:{line_no}")
+            recording = Recording(path, "openhands", name)
+            observations = {
+                e.get("cause"): e
+                for e in obj["history"]
+                if isinstance(e, dict) and e.get("observation") and e.get("cause") is not None
+            }
+            index = 0
+            pending_user = ""
+            for event in obj["history"]:
+                if not isinstance(event, dict):
+                    continue
+                action = event.get("action")
+                if event.get("source") == "user" and action == "message":
+                    pending_user = str((event.get("args") or {}).get("content") or "")
+                    continue
+                if event.get("source") != "agent" or action not in _OH_KINDS:
+                    continue
+                observation = observations.get(event.get("id"))
+                if observation is None:
+                    continue
+                index += 1
+                meta = event.get("tool_call_metadata") or {}
+                tool_name = str(meta.get("function_name") or action)
+                args = _oh_arguments(event)
+                if args is None:
+                    raw = event.get("args") or {}
+                    args = {k: v for k, v in raw.items() if k not in {"thought", "hidden"}}
+                content = str(observation.get("content") or "")
+                exit_code = None
+                meta_obs = (observation.get("extras") or {}).get("metadata") or {}
+                if isinstance(meta_obs.get("exit_code"), int):
+                    exit_code = meta_obs["exit_code"]
+                timed_out = exit_code == -1
+                if action == "run":
+                    is_error = exit_code != 0
+                    if timed_out:
+                        exit_code = None
+                else:
+                    is_error = observation.get("observation") == "error" or content.startswith(
+                        "ERROR:"
+                    )
+                turn = RecordedTurn(user_text=pending_user)
+                pending_user = ""
+                turn.calls.append(
+                    RecordedCall(
+                        index=index,
+                        tool_name=tool_name,
+                        args=args,
+                        output=content,
+                        exit_code=exit_code,
+                        is_error=is_error,
+                        kind=_OH_KINDS[action],
+                        timed_out=timed_out,
+                    )
+                )
+                recording.turns.append(turn)
+            recordings.append(recording)
+    if not recordings:
+        raise RecordingFormatError(f"{path}: no OpenHands records")
+    return recordings
+
+
+# -- pma-tb2 (terminal keystrokes, no exit codes) ---------------------------------------
+
+_PROMPT = re.compile(r"^(?:\([^)]*\)\s*)?[\w.-]+@[\w.-]+:[^\n]*?[#$] ?", re.MULTILINE)
+# Failure read from terminal text (the format has no exit codes).
+_TERMINAL_FAILURE = re.compile(
+    r"command not found|No such file or directory|Permission denied|"
+    r"^Traceback \(most recent call last\)|^[A-Za-z_][\w.]*(?:Error|Exception)\b:|"
+    r"^(?:error|fatal)(?:\[\w+\])?:|^E: |Segmentation fault|\bFAILED\b|^No working |"
+    r"cannot (?:open|access|find|stat|create|remove)|: not found$|make: \*\*\*|"
+    r"^Killed$|core dumped",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+
+_SCREEN_HEADER = re.compile(r"^(?:New Terminal Output|Current Terminal Screen):?[ \t]*$", re.MULTILINE)
+
+
+def _split_screen(screen: str, commands: list[str]) -> list[str]:
+    """Assign the screen text after each command's echoed prompt line to it."""
+    outputs = [""] * len(commands)
+    matches = list(_PROMPT.finditer(screen))
+    segments = []
+    for j, match in enumerate(matches):
+        end = matches[j + 1].start() if j + 1 < len(matches) else len(screen)
+        segments.append(screen[match.end() : end])
+    k = 0
+    for segment in segments:
+        if k >= len(commands):
+            break
+        first = commands[k].strip().split("\n", 1)[0].strip()
+        if not first or segment.lstrip().startswith(first[:40]):
+            # Drop the echoed command line itself (and its heredoc continuation lines).
+            body = segment.split("\n", 1)[1] if "\n" in segment else ""
+            body = "\n".join(ln for ln in body.split("\n") if not ln.startswith("> "))
+            outputs[k] = body.strip()
+            k += 1
+    if k == 0 and commands:
+        outputs[-1] = screen.strip()
+    return outputs
+
+
+def _load_pma(path: Path) -> list[Recording]:
+    recording = Recording(path, "pma", path.parent.parent.name + "/" + path.parent.name)
+    index = 0
+    pending_user = ""
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if not isinstance(row, dict) or "step" not in row or "tool_calls" not in row:
+                raise RecordingFormatError(f"{path}:{line_no}: not a pma agent step")
+            if row.get("role") == "user":
+                pending_user = str(row.get("message") or "")
+                continue
+            calls = [c for c in row.get("tool_calls") or [] if isinstance(c, dict)]
+            screen = _SCREEN_HEADER.sub("", "\n".join(str(o) for o in row.get("observations") or []))
+            keystrokes = [
+                str((c.get("args") or {}).get("keystrokes") or "")
+                for c in calls
+                if str(c.get("name", "")).startswith("bash_command")
+            ]
+            outputs = iter(_split_screen(screen, keystrokes))
+            turn = RecordedTurn(user_text=pending_user)
+            pending_user = ""
+            for call in calls:
+                name = str(call.get("name", "")).split(" ", 1)[0]
+                args = dict(call.get("args") or {})
+                index += 1
+                output = next(outputs, "") if name == "bash_command" else ""
+                failed = bool(_TERMINAL_FAILURE.search(output))
+                turn.calls.append(
+                    RecordedCall(
+                        index=index,
+                        tool_name=name,
+                        args=args,
+                        output=output,
+                        exit_code=None if failed else 0,
+                        is_error=failed,
+                        kind="execute" if name == "bash_command" else "other",
+                    )
+                )
+            recording.turns.append(turn)
+    memory_log = path.parent / "trajectory_memory.steps.jsonl"
+    if memory_log.is_file():
+        recording.yardstick = _pma_yardstick(memory_log)
+    return [recording]
+
+
+def _pma_yardstick(path: Path) -> dict[str, Any]:
+    """What the paper's memory agent did: memory steps and the agent steps after
+    which it injected a reminder (memory step i precedes agent step i+1)."""
+    steps = 0
+    injected: list[int] = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            steps += 1
+            if row.get("injected_reminder"):
+                injected.append(int(row.get("step", steps)))
+    return {"memory_steps": steps, "injected_after_steps": injected}

@@ -1,0 +1,216 @@
+"""Replay recorded trajectories through the real memory middleware.
+
+Owns ``replay_recording``: it feeds a ``Recording`` (``clio_acp.agent.recordings``)
+turn by turn into a fresh ``MemoryMiddleware`` exactly as the agent loop would —
+``turn_start`` (with the user prompt on the first turn), ``before_tool`` /
+``after_tool`` per call, ``turn_end``, the detached ``evaluate`` — and reports what
+memory did: tool calls, failures, informative exits, every annotation, reminder,
+restore and loop stop with the 1-based tool-call step it fired at, its cited entries
+and text, the environmental-failure and requirement entries, and the final bank.
+The rules tier always runs; the LLM tier runs only when a memory client factory is
+given. Telemetry goes to an in-memory sink, never to the user's ledger. It writes
+nothing to disk and prints nothing (``clio_acp.cli.replay_cmd`` does the printing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clio_acp.agent.recordings import Recording, load_recordings
+from clio_acp.memory.middleware import (
+    AnnotateToolResult,
+    Effect,
+    InjectReminder,
+    MemoryMiddleware,
+    StopTurn,
+    ToolCall,
+    ToolOutcome,
+)
+from clio_acp.memory.telemetry import MemorySinkList
+from clio_acp.settings import MemorySettings
+
+__all__ = ["ReplayReminder", "ReplayReport", "replay_file", "replay_recording"]
+
+ENVIRONMENT_PREFIX = "Environment:"
+REQUIREMENT_PREFIX = "Requirement from the user:"
+
+
+@dataclass
+class ReplayReminder:
+    """One thing memory said. ``step`` is the 1-based index of the tool call it
+    fired at (annotations, stops) or the number of calls done before the model
+    request that carried it (reminders, restores)."""
+
+    step: int
+    channel: str
+    """annotation, reminder, restore or stop."""
+    cited: list[str]
+    text: str
+    trigger: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "channel": self.channel,
+            "cited": self.cited,
+            "text": self.text,
+            "trigger": self.trigger,
+        }
+
+
+@dataclass
+class ReplayReport:
+    file: str
+    format: str
+    instance: str
+    tool_calls: int = 0
+    failures: int = 0
+    informative: int = 0
+    state_changing: int = 0
+    failure_steps: list[int] = field(default_factory=list)
+    informative_steps: list[int] = field(default_factory=list)
+    reminders: list[ReplayReminder] = field(default_factory=list)
+    environmental: list[dict[str, Any]] = field(default_factory=list)
+    requirements: list[dict[str, Any]] = field(default_factory=list)
+    bank: dict[str, Any] = field(default_factory=dict)
+    telemetry: dict[str, int] = field(default_factory=dict)
+    yardstick: dict[str, Any] | None = None
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        channels = Counter(r.channel for r in self.reminders)
+        return {
+            "toolCalls": self.tool_calls,
+            "failures": self.failures,
+            "informative": self.informative,
+            "stateChanging": self.state_changing,
+            "reminders": len(self.reminders),
+            "annotations": channels.get("annotation", 0),
+            "turnEndReminders": channels.get("reminder", 0),
+            "restores": channels.get("restore", 0),
+            "loopStops": channels.get("stop", 0),
+            "environmental": len(self.environmental),
+            "requirements": len(self.requirements),
+            "bankSize": len(self.bank.get("knowledge", [])) + len(self.bank.get("procedural", [])),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` object of one file (issue 3 item 6)."""
+        data: dict[str, Any] = {
+            "file": self.file,
+            "format": self.format,
+            "instance": self.instance,
+            "reminders": [r.to_dict() for r in self.reminders],
+            "failureSteps": self.failure_steps,
+            "informativeSteps": self.informative_steps,
+            "environmental": self.environmental,
+            "requirements": self.requirements,
+            "bank": self.bank,
+            "telemetry": self.telemetry,
+            "summary": self.summary,
+        }
+        if self.yardstick is not None:
+            data["yardstick"] = self.yardstick
+        return data
+
+
+def _record(report: ReplayReport, effects: list[Effect], step: int, mw: MemoryMiddleware) -> None:
+    for effect in effects:
+        if isinstance(effect, AnnotateToolResult):
+            report.reminders.append(
+                ReplayReminder(step, "annotation", list(effect.cited), effect.text, effect.trigger)
+            )
+        elif isinstance(effect, InjectReminder):
+            report.reminders.append(
+                ReplayReminder(step, effect.channel, list(effect.cited), effect.text, effect.trigger)
+            )
+            if effect.offer_id:
+                mw.confirm_delivery(effect.offer_id)  # replay "sends" every request
+        elif isinstance(effect, StopTurn):
+            report.reminders.append(
+                ReplayReminder(step, "stop", list(effect.cited), effect.notice, effect.trigger)
+            )
+
+
+async def replay_recording(
+    recording: Recording,
+    settings: MemorySettings | Callable[[], MemorySettings] | None = None,
+    *,
+    client_factory: Callable[[MemorySettings], Any] | None = None,
+    compact_every: int | None = None,
+) -> ReplayReport:
+    """Feed ``recording`` through a fresh middleware and report what it did.
+
+    ``settings`` (default ``MemorySettings()``) is read live like in a session.
+    ``compact_every`` simulates a compaction after every N tool calls (the restore
+    is then offered at the next turn start). A loop stop is reported but the
+    recording continues, so later calls are still observed."""
+    source = settings if callable(settings) else (lambda: settings or MemorySettings())
+    sink = MemorySinkList()
+    mw = MemoryMiddleware(
+        source, telemetry=sink, client_factory=client_factory, session_id=recording.name
+    )
+    report = ReplayReport(str(recording.path), recording.format, recording.name)
+    report.yardstick = recording.yardstick
+    done = 0
+    for number, turn in enumerate(recording.turns, 1):
+        turn_id = f"turn-{number}"
+        _record(report, mw.turn_start(turn_id, turn.user_text), done, mw)
+        for call in turn.calls:
+            tool_call = ToolCall(call.tool_name, call.args, f"call-{call.index}", call.kind)
+            mw.before_tool(tool_call)
+            effects = mw.after_tool(
+                tool_call, ToolOutcome(call.output, call.is_error, call.exit_code)
+            )
+            done = call.index
+            report.tool_calls += 1
+            observation = mw.last_observation or {}
+            if observation.get("outcome") == "error":
+                report.failures += 1
+                report.failure_steps.append(call.index)
+            if observation.get("informative"):
+                report.informative += 1
+                report.informative_steps.append(call.index)
+            report.state_changing += bool(observation.get("stateChanging"))
+            _record(report, effects, call.index, mw)
+            if compact_every and done % compact_every == 0:
+                mw.on_compaction()
+        _record(report, mw.turn_end(turn_id), done, mw)
+        await mw.evaluate(turn_id)
+        await mw.wait_idle()
+    _record(report, mw.turn_start(None, ""), done, mw)  # drain what is still deferred
+    snapshot = mw.bank.snapshot()
+    report.bank = snapshot
+    report.environmental = [
+        e for e in snapshot["knowledge"] if e["content"].startswith(ENVIRONMENT_PREFIX)
+    ]
+    report.requirements = [
+        e for e in snapshot["knowledge"] if e["content"].startswith(REQUIREMENT_PREFIX)
+    ]
+    report.telemetry = dict(Counter(f"{r.decision}/{r.reason}" for r in sink.rows))
+    mw.dispose()
+    return report
+
+
+async def replay_file(
+    path: Path,
+    fmt: str = "auto",
+    settings: MemorySettings | Callable[[], MemorySettings] | None = None,
+    *,
+    client_factory: Callable[[MemorySettings], Any] | None = None,
+    compact_every: int | None = None,
+) -> list[ReplayReport]:
+    """Load ``path`` (``RecordingFormatError`` for an unknown format) and replay each
+    recording in it."""
+    recordings = await asyncio.to_thread(load_recordings, path, fmt)
+    return [
+        await replay_recording(
+            r, settings, client_factory=client_factory, compact_every=compact_every
+        )
+        for r in recordings
+    ]

@@ -1,0 +1,131 @@
+"""``clio-acp replay FILE… [--format …] [--json]``: memory over recorded trajectories.
+
+Argument parsing and printing only: ``clio_acp.agent.replay`` feeds each recording
+through the real memory middleware (rules tier; the LLM tier only when a memory
+route is configured and a client can be built for it). ``--json`` prints one JSON
+object per recording (per file; one per instance for OpenHands files), each with a
+``reminders`` list (``step`` is the 1-based tool-call index) and a ``summary``.
+The text report lists the same per file and a total. Exit 1 if any file could not
+be read as a trajectory (the others are still reported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+
+from clio_acp.agent.recordings import FORMATS, RecordingFormatError
+from clio_acp.agent.replay import ReplayReport, replay_file
+from clio_acp.paths import resolve_paths
+from clio_acp.settings import MemorySettings, load_settings
+
+log = logging.getLogger(__name__)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "replay",
+        help="replay recorded agent trajectories through the memory middleware",
+        description=(
+            "Feed recorded trajectories (mini-swe-agent *.traj.json, OpenHands output.jsonl, "
+            "pma trajectory_agent.steps.jsonl) through the memory middleware and report "
+            "failures, reminders, annotations, environment faults, requirements and the bank."
+        ),
+    )
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
+    parser.add_argument("--json", action="store_true", help="one JSON object per recording")
+    parser.add_argument(
+        "--compact-every",
+        type=int,
+        default=None,
+        metavar="N",
+        help="simulate a compaction after every N tool calls",
+    )
+    parser.set_defaults(func=run)
+
+
+def _memory_settings() -> MemorySettings:
+    try:
+        return load_settings(resolve_paths().settings_file).context.memory
+    except Exception as exc:
+        log.warning("settings could not be loaded (%s); using defaults", exc)
+        return MemorySettings()
+
+
+def _client_factory(settings: MemorySettings):
+    """The LLM tier's client builder when a memory route is configured, else None."""
+    if not settings.target:
+        return None
+    try:  # the models layer provides the memory route adapter (issue 5)
+        from clio_acp.models.memory_route import memory_client_factory  # type: ignore
+    except ImportError:
+        print(
+            "clio-acp replay: a memory route is configured but no memory client is "
+            "available; replaying the rules tier only",
+            file=sys.stderr,
+        )
+        return None
+    return memory_client_factory()
+
+
+def _print_text(report: ReplayReport) -> None:
+    s = report.summary
+    print(
+        f"{report.instance} ({report.format}): {s['toolCalls']} tool calls, "
+        f"{s['failures']} failures, {s['informative']} informative exits, "
+        f"{s['reminders']} reminders"
+    )
+    for r in report.reminders:
+        cited = ",".join(r.cited) or "-"
+        print(f"  step {r.step:>4} {r.channel:<10} {r.trigger:<16} [{cited}] {r.text}")
+    for e in report.environmental:
+        print(f"  environment [{e['id']}] {e['content']}")
+    if report.requirements:
+        print(f"  requirements captured: {len(report.requirements)}")
+    print(f"  final bank: {s['bankSize']} entries")
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = _memory_settings()
+    factory = _client_factory(settings)
+    failed = 0
+    totals = {"files": 0, "toolCalls": 0, "failures": 0, "informative": 0, "reminders": 0}
+    for path in args.files:
+        try:
+            reports = asyncio.run(
+                replay_file(
+                    path,
+                    args.format,
+                    lambda: settings,
+                    client_factory=factory,
+                    compact_every=args.compact_every,
+                )
+            )
+        except RecordingFormatError as exc:
+            print(f"clio-acp replay: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        except OSError as exc:
+            print(f"clio-acp replay: {path}: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        totals["files"] += 1
+        for report in reports:
+            for key in ("toolCalls", "failures", "informative", "reminders"):
+                totals[key] += report.summary[key]
+            if args.json:
+                print(json.dumps(report.to_dict(), ensure_ascii=False))
+            else:
+                _print_text(report)
+    if not args.json:
+        print(
+            f"TOTAL: {totals['files']} files, {totals['toolCalls']} tool calls, "
+            f"{totals['failures']} failures, {totals['informative']} informative exits, "
+            f"{totals['reminders']} reminders"
+        )
+    return 1 if failed else 0

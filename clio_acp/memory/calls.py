@@ -1,0 +1,582 @@
+"""Pure facts about one tool call: identity, digest, exit-code meaning, state change.
+
+Owns the canonical call string and operation fingerprint (MEMORY_SPEC §4 "Tool
+observation"), result digests (§4 "Result digest", redacted and capped at 240 bytes),
+the normalised error signature used as the repeated-failure key (§12.1), the
+exit-code semantics table (§12.2) and the state-changing-call classifier (§12.1).
+Everything here is a pure function of its inputs: no I/O, no clock, no bank, no
+settings. The middleware and the rules tier decide what to *do* with these facts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, Literal
+
+from clio_acp.memory.redact import redact_secrets_text
+
+__all__ = [
+    "DIGEST_MAX_BYTES",
+    "EXIT_CODE_TABLE",
+    "ExitVerdict",
+    "call_description",
+    "canonical_call",
+    "canonical_json",
+    "cap_digest",
+    "classify_exit",
+    "error_digest",
+    "error_signature",
+    "is_state_changing",
+    "last_simple_command",
+    "looks_environmental",
+    "ok_digest",
+    "operation_fingerprint",
+    "problem_signature",
+    "shell_changes_files",
+    "shell_command_of",
+    "split_simple_commands",
+]
+
+# MEMORY_SPEC §4: digests are capped at 240 bytes of UTF-8, never splitting a character.
+DIGEST_MAX_BYTES = 240
+# MEMORY_SPEC §4: callDescription is the collapsed canonical text cut to 180 chars + "…".
+CALL_DESCRIPTION_MAX_CHARS = 180
+UNREPRESENTABLE = "<unrepresentable>"
+
+_WS = re.compile(r"\s+")
+# MEMORY_SPEC §4: the legacy digest takes the first line naming a problem.
+_PROBLEM_LINE = re.compile(
+    r"error|failed|failure|cannot|unable|expected|refused|denied|missing|not found|"
+    r"timed out|timeout|fatal",
+    re.IGNORECASE,
+)
+# The final exception line of a Python traceback ("pkg.SomeError: message").
+_EXCEPTION_LINE = re.compile(
+    r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|\.error)\b(?::.*)?$"
+)
+
+
+class _Unrepresentable(Exception):
+    pass
+
+
+def _canon(value: Any, seen: set[int]) -> Any:
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _Unrepresentable
+        return value
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        if id(value) in seen:
+            raise _Unrepresentable
+        seen.add(id(value))
+        out = {}
+        for key in sorted(value, key=str):
+            if not isinstance(key, str):
+                raise _Unrepresentable
+            out[key] = _canon(value[key], seen)
+        seen.discard(id(value))
+        return out
+    if isinstance(value, list | tuple):
+        if id(value) in seen:
+            raise _Unrepresentable
+        seen.add(id(value))
+        out_list = [_canon(item, seen) for item in value]
+        seen.discard(id(value))
+        return out_list
+    raise _Unrepresentable
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON of tool arguments (§4): keys sorted, no whitespace between
+    tokens, non-ASCII kept. Raises ``ValueError`` for values JSON cannot represent
+    (non-finite numbers, cycles, non-string keys, arbitrary objects)."""
+    try:
+        canon = _canon(value, set())
+    except (_Unrepresentable, RecursionError) as exc:
+        raise ValueError("arguments cannot be represented as JSON") from exc
+    return json.dumps(canon, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def canonical_call(tool_name: str, args: Any) -> str:
+    """``toolName`` + canonical JSON of the args, no separator (§4). Arguments that
+    cannot be represented make the args part ``<unrepresentable>``."""
+    try:
+        rendered = canonical_json(args if args is not None else {})
+    except ValueError:
+        rendered = UNREPRESENTABLE
+    return tool_name.strip() + rendered
+
+
+def operation_fingerprint(canonical: str) -> str:
+    """First 16 hex chars of sha256 of the canonical call string (§4)."""
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def call_description(canonical: str) -> str:
+    """Canonical text with whitespace collapsed, cut to 180 chars ending in ``…`` (§4)."""
+    text = _WS.sub(" ", canonical).strip()
+    if len(text) > CALL_DESCRIPTION_MAX_CHARS:
+        text = text[: CALL_DESCRIPTION_MAX_CHARS - 1].rstrip() + "…"
+    return text
+
+
+def cap_digest(text: str) -> str:
+    """Redact secrets (§8), collapse whitespace, cap at 240 UTF-8 bytes (§4).
+
+    A cut never splits a character; a cut digest ends with ``…`` inside the cap."""
+    text = _WS.sub(" ", redact_secrets_text(text)).strip()
+    raw = text.encode("utf-8")
+    if len(raw) <= DIGEST_MAX_BYTES:
+        return text
+    cut = raw[: DIGEST_MAX_BYTES - len("…".encode())].decode("utf-8", errors="ignore")
+    return cut.rstrip() + "…"
+
+
+_BANNER = re.compile(r"^[=\-*_#~ ]{3,}\s*[\w ]{0,40}?\s*[=\-*_#~ ]{3,}$")
+
+
+def _problem_line(text: str) -> str:
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        # Skip blank lines, echoed input ("> " / ">>> " continuation prompts) and
+        # banners such as "===== FAILURES =====".
+        if line.strip() and not line.startswith(("> ", ">>> ")) and not _BANNER.match(line.strip())
+    ]
+    if not lines:
+        return ""
+    chosen = None
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        # A traceback names its problem in the last exception line, not the first
+        # matching frame (§11.10: never digest loader noise).
+        for line in reversed(lines):
+            if _EXCEPTION_LINE.match(line):
+                chosen = lines.index(line)
+                break
+    if chosen is None:
+        chosen = next((i for i, line in enumerate(lines) if _PROBLEM_LINE.search(line)), 0)
+    line = lines[chosen]
+    if line.endswith(":") and chosen + 1 < len(lines):
+        line = f"{line} {lines[chosen + 1]}"  # "Some error:" names the problem next
+    return line
+
+
+def error_digest(text: str | None, *, exit_code: int | None = None) -> str:
+    """The digest of a failed result (§4 legacy digest): the first non-empty line
+    naming a problem (for a Python traceback, its final exception line), else the
+    first line; ``an unknown tool error`` when empty. Redacted and capped.
+    A non-zero ``exit_code`` with no text gives ``exit code N with no output``."""
+    line = _problem_line(text or "")
+    if not line:
+        if exit_code not in (None, 0):
+            return f"exit code {exit_code} with no output"
+        return "an unknown tool error"
+    return cap_digest(line)
+
+
+def ok_digest(output: str | None) -> str:
+    """The digest of an ok result (§4): ``ok result <fp16 of the output>`` or ``ok``."""
+    if not output:
+        return "ok"
+    return "ok result " + hashlib.sha256(output.encode("utf-8")).hexdigest()[:16]
+
+
+# Volatile details masked before comparing failures: object addresses, durations,
+# clock times. Numbers in messages are kept (version 0.10 vs 0.11 differ).
+_VOLATILE = (
+    (re.compile(r"0x[0-9a-fA-F]{4,}"), "0x…"),
+    (re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds)\b"), "<t>"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<ts>"),
+    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<ts>"),
+    (re.compile(r"\b(?:pid|PID)[ =:]\d+"), "pid <n>"),
+)
+
+
+def _mask_volatile(text: str) -> str:
+    for pattern, repl in _VOLATILE:
+        text = pattern.sub(repl, text)
+    return _WS.sub(" ", text).strip()
+
+
+def error_signature(output: str | None, *, exit_code: int | None = None) -> str:
+    """Normalised error signature (§12.1): 16 hex of sha256 over the whole result
+    with volatile details (addresses, durations, clock times, pids) masked. Two
+    failures of the same call compare equal only if they failed *identically*.
+    Empty output gives ``empty:<exit code>``."""
+    text = _mask_volatile(output or "")
+    if not text:
+        return f"empty:{exit_code}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+# §12.3: problem lines that name the environment rather than the code under work.
+_ENVIRONMENTAL = re.compile(
+    r"command not found|: not found$|No module named|ModuleNotFoundError|ImportError|"
+    r"Permission denied|Read-only file system|No space left|Too many open files|"
+    r"not a git repository|Name or service not known|Failed to resolve|NameResolution|"
+    r"Could not resolve host|Temporary failure in name resolution|Connection refused|"
+    r"Connection reset|Network is unreachable|Max retries exceeded|SSL|certificate|"
+    r"error while loading shared libraries|No working .* found|is not installed|"
+    r"externally-managed-environment|Killed|Out of memory|Cannot allocate memory|"
+    r"timed out|cannot connect|Could not connect|No such file or directory",
+    re.IGNORECASE,
+)
+
+
+def problem_signature(output: str | None, *, exit_code: int | None = None) -> str:
+    """Command-independent signature for environmental failures (§12.3): the masked
+    problem line of the result (the first line naming a problem, or a traceback's
+    exception line). Empty output gives ``<empty output>``."""
+    line = _mask_volatile(_problem_line(output or ""))
+    return line[:300] if line else "<empty output>"
+
+
+def looks_environmental(signature: str) -> bool:
+    """True when a problem signature names the environment (missing command or
+    module, permissions, network, disk, git repository, missing path) or is empty."""
+    return signature == "<empty output>" or bool(_ENVIRONMENTAL.search(signature))
+
+
+# -- shell parsing ------------------------------------------------------------------
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
+_SEPARATORS = {"&&", "||", ";", "|", "|&", "&", "(", ")", ";;", "\n"}
+_REDIRECT_WRITE = {">", ">>", ">|", "&>", "&>>"}
+_WRAPPERS = {"sudo", "env", "command", "time", "nice", "nohup", "exec", "builtin"}
+
+
+def _strip_heredocs(command: str) -> str:
+    """Remove here-document bodies (their text is data, not commands)."""
+    lines = command.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        out.append(line)
+        delimiters = [m.group(2) for m in _HEREDOC.finditer(line)]
+        i += 1
+        for delimiter in delimiters:
+            while i < len(lines) and lines[i].strip() != delimiter:
+                i += 1
+            i += 1  # skip the delimiter line
+    return "\n".join(out)
+
+
+def _tokens(command: str) -> list[str]:
+    text = _strip_heredocs(command).replace("\\\n", " ")
+    text = text.replace("\n", " ; ")
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        return list(lexer)
+    except ValueError:
+        # Unbalanced quotes: fall back to a plain split, good enough to classify.
+        return re.findall(r"&&|\|\||[;|()]|[^\s;|()]+", text)
+
+
+def split_simple_commands(command: str) -> list[list[str]]:
+    """Split a shell command line into simple commands (lists of words), separated by
+    ``&& || ; | & ( )`` and newlines. Here-document bodies are ignored; redirection
+    operators stay in the word list."""
+    commands: list[list[str]] = []
+    current: list[str] = []
+    for token in _tokens(command):
+        if token in _SEPARATORS:
+            if current:
+                commands.append(current)
+            current = []
+        else:
+            current.append(token)
+    if current:
+        commands.append(current)
+    return commands
+
+
+def _program(words: list[str]) -> tuple[str, list[str]]:
+    """The program name (basename) and its arguments, skipping env assignments and
+    wrappers such as ``sudo`` or ``timeout 30``."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", word):
+            i += 1
+            continue
+        base = word.rsplit("/", 1)[-1]
+        if base in _WRAPPERS:
+            i += 1
+            while i < len(words) and words[i].startswith("-"):
+                i += 1
+            continue
+        if base == "timeout":
+            i += 1
+            while i < len(words) and (words[i].startswith("-") or re.match(r"^\d", words[i])):
+                i += 1
+            continue
+        return base, words[i + 1 :]
+    return "", []
+
+
+def _module_program(program: str, args: list[str]) -> tuple[str, list[str]]:
+    """``python -m pylint x`` → (``pylint``, [x]); other programs unchanged."""
+    if re.match(r"^python[\d.]*$", program) and len(args) >= 2 and args[0] == "-m":
+        return args[1], args[2:]
+    return program, args
+
+
+def last_simple_command(command: str) -> tuple[str, list[str]]:
+    """The program and arguments of the command whose exit code the whole line
+    returns (the last simple command; a pipeline returns its last stage)."""
+    commands = split_simple_commands(command)
+    if not commands:
+        return "", []
+    program, args = _program(commands[-1])
+    return _module_program(program, args)
+
+
+# -- §12.2 exit-code semantics ---------------------------------------------------------
+
+ExitMeaning = Literal["ok", "informative", "error"]
+
+
+@dataclass(frozen=True)
+class ExitVerdict:
+    """What a shell exit code means: ``ok`` (0), ``informative`` (a documented
+    non-zero answer, not a failure) or ``error``; ``note`` names the rule."""
+
+    meaning: ExitMeaning
+    note: str = ""
+
+
+_GREP_FAMILY = {"grep", "egrep", "fgrep", "zgrep", "rg", "ag", "ack"}
+# pylint's exit status is a bitmask: 1 fatal, 2 error, 4 warning, 8 refactor,
+# 16 convention, 32 usage error (pylint docs, "Exit codes"). Only 1 and 32 mean
+# pylint itself failed; the other bits mean "messages were emitted".
+_PYLINT_MESSAGE_BITS = 2 | 4 | 8 | 16
+
+EXIT_CODE_TABLE: tuple[tuple[str, str, str], ...] = (
+    ("grep, egrep, fgrep, zgrep, rg, ag, ack, git grep", "1", "no match"),
+    ("diff, cmp, git diff --exit-code/--quiet/--no-index", "1", "inputs differ"),
+    ("test, [, [[", "1", "condition is false"),
+    ("pylint (also python -m pylint)", "any of 2|4|8|16, without 1 or 32", "messages emitted"),
+)
+"""The documented table (§12.2): (commands, exit codes, meaning). Rendered in docs."""
+
+
+def classify_exit(command: str, exit_code: int | None) -> ExitVerdict:
+    """Meaning of ``exit_code`` for the shell ``command`` (MEMORY_SPEC §12.2).
+
+    0 is ``ok``; the table in ``EXIT_CODE_TABLE`` marks informative answers; any
+    other non-zero (and ``None``, an unknown or timed-out exit) is ``error``. Only
+    the last simple command decides, since it sets the line's exit status."""
+    if exit_code == 0:
+        return ExitVerdict("ok")
+    if exit_code is None:
+        return ExitVerdict("error", "no exit code")
+    program, args = last_simple_command(command)
+    if exit_code == 1:
+        if program in _GREP_FAMILY:
+            return ExitVerdict("informative", f"{program} exit 1: no match")
+        if program == "git" and args[:1] == ["grep"]:
+            return ExitVerdict("informative", "git grep exit 1: no match")
+        if program in {"diff", "cmp"}:
+            return ExitVerdict("informative", f"{program} exit 1: inputs differ")
+        if (
+            program == "git"
+            and args[:1] == ["diff"]
+            and {"--exit-code", "--quiet", "--no-index"} & set(args)
+        ):
+            return ExitVerdict("informative", "git diff exit 1: inputs differ")
+        if program in {"test", "[", "[["}:
+            return ExitVerdict("informative", f"{program} exit 1: condition is false")
+    if program in {"pylint", "pylint3"} and 0 < exit_code < 64:
+        if exit_code & ~_PYLINT_MESSAGE_BITS == 0:
+            return ExitVerdict("informative", f"pylint exit {exit_code}: messages emitted")
+    return ExitVerdict("error", f"exit code {exit_code}")
+
+
+# -- §12.1 state-changing calls -----------------------------------------------------------
+
+_EDIT_TOOL_NAMES = {
+    "write",
+    "write_file",
+    "write_text",
+    "create_file",
+    "edit",
+    "edit_file",
+    "multi_edit",
+    "multiedit",
+    "apply_patch",
+    "patch",
+    "delete_file",
+    "move_file",
+    "rename_file",
+    "notebook_edit",
+}
+_EDITOR_TOOL_NAMES = {"str_replace_editor", "str_replace_based_edit_tool", "editor"}
+_EDITOR_WRITE_COMMANDS = {"create", "str_replace", "insert", "undo_edit", "write", "edit"}
+_SHELL_TOOL_NAMES = {"bash", "shell", "run_command", "execute_bash", "terminal", "sh", "run"}
+
+_FILE_PROGRAMS = {
+    "tee",
+    "patch",
+    "mv",
+    "cp",
+    "rm",
+    "rmdir",
+    "mkdir",
+    "touch",
+    "ln",
+    "chmod",
+    "chown",
+    "truncate",
+    "dd",
+    "install",
+    "unzip",
+    "rsync",
+    "make",
+    "cmake",
+    "ninja",
+}
+_GIT_CHANGES = {
+    "apply",
+    "checkout",
+    "reset",
+    "restore",
+    "stash",
+    "merge",
+    "rebase",
+    "cherry-pick",
+    "pull",
+    "switch",
+    "clean",
+    "am",
+    "revert",
+    "mv",
+    "rm",
+}
+_PACKAGE_MANAGERS = {
+    "pip": {"install", "uninstall"},
+    "pip3": {"install", "uninstall"},
+    "uv": {"pip", "add", "remove", "sync"},
+    "npm": {"install", "i", "ci", "add", "uninstall", "remove"},
+    "pnpm": {"install", "i", "add", "remove"},
+    "yarn": {"install", "add", "remove"},
+    "apt": {"install", "remove", "purge"},
+    "apt-get": {"install", "remove", "purge"},
+    "conda": {"install", "remove", "create", "update"},
+    "mamba": {"install", "remove", "create", "update"},
+    "poetry": {"add", "install", "remove", "update"},
+    "cargo": {"add", "install", "remove", "update"},
+    "go": {"get", "install"},
+    "gem": {"install", "uninstall"},
+    "brew": {"install", "uninstall"},
+}
+# A script whose name says it edits something (``python apply_fix.py``).
+_EDITING_SCRIPT = re.compile(
+    r"(?:fix|patch|apply|edit|modify|update|replace|rewrite|refactor|migrate|insert|write)",
+    re.IGNORECASE,
+)
+_PY_WRITES = re.compile(
+    r"\.write\(|write_text\(|write_bytes\(|open\([^)]*['\"][wax]b?\+?['\"]|"
+    r"os\.(?:remove|rename|unlink)|shutil\."
+)
+_NULL_TARGETS = {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"}
+
+
+def _simple_command_changes(words: list[str]) -> bool:
+    # Redirections that write a file.
+    for i, word in enumerate(words):
+        target = None
+        if word in _REDIRECT_WRITE and i + 1 < len(words):
+            target = words[i + 1]
+        elif word in _REDIRECT_WRITE:
+            return True
+        if target is not None and target not in _NULL_TARGETS and not target.startswith("&"):
+            return True
+    clean = [w for w in words if w not in _REDIRECT_WRITE and w not in {"<", "<<", "<<<", ">&"}]
+    program, args = _program(clean)
+    program, args = _module_program(program, args)
+    if not program:
+        return False
+    if program == "sed" or program == "gsed":
+        return any(
+            a == "--in-place" or a.startswith("--in-place=") or re.match(r"^-[a-zA-Z]*i", a)
+            for a in args
+        )
+    if program == "perl":
+        return any(re.match(r"^-[a-zA-Z]*i", a) for a in args)
+    if program in _FILE_PROGRAMS:
+        return not (program == "tee" and all(a in _NULL_TARGETS for a in args))
+    if program == "tar":
+        return any(re.match(r"^-?[a-zA-Z]*[xc]", a) for a in args[:1]) or "--extract" in args
+    if program == "git":
+        sub = next((a for a in args if not a.startswith("-")), "")
+        return sub in _GIT_CHANGES
+    if program in _PACKAGE_MANAGERS:
+        sub = next((a for a in args if not a.startswith("-")), "")
+        return sub in _PACKAGE_MANAGERS[program]
+    if re.match(r"^python[\d.]*$", program):
+        if args[:1] == ["-c"] and len(args) > 1:
+            return bool(_PY_WRITES.search(args[1]))
+        script = next((a for a in args if not a.startswith("-")), "")
+        if script.endswith("setup.py"):
+            return any(a in {"install", "develop", "build", "build_ext"} for a in args)
+        if script.endswith(".py"):
+            return bool(_EDITING_SCRIPT.search(script.rsplit("/", 1)[-1]))
+    return False
+
+
+def shell_changes_files(command: str) -> bool:
+    """True when a shell command line (probably) modifies the workspace (§12.1):
+    in-place edits (``sed -i``, ``perl -i``), redirections into files (not
+    ``/dev/null``), ``tee``, ``patch``, file utilities (``mv cp rm mkdir touch``…),
+    builds (``make``), ``git apply/checkout/reset/restore/stash/…``, package installs
+    (``pip install``, ``npm install``…), and Python scripts that write files
+    (``python -c`` with a write, or a script named like ``apply_fix.py``)."""
+    return any(_simple_command_changes(words) for words in split_simple_commands(command))
+
+
+def shell_command_of(tool_name: str, args: Any) -> str | None:
+    """The shell command text of a shell tool call, or None for other tools."""
+    if not isinstance(args, Mapping):
+        return None
+    name = tool_name.strip().lower()
+    command = args.get("command") or args.get("cmd") or args.get("keystrokes")
+    if isinstance(command, list) and all(isinstance(c, str) for c in command):
+        command = " ".join(shlex.quote(c) for c in command)
+    if not isinstance(command, str):
+        return None
+    if name in _SHELL_TOOL_NAMES or "bash" in name or "shell" in name or "command" in name:
+        return command
+    return None
+
+
+def is_state_changing(tool_name: str, args: Any, kind: str | None = None) -> bool:
+    """True when a tool call changes the workspace (§12.1): an edit/delete/move tool
+    (by ``kind`` or by name), an editor tool's write command, or a shell command
+    that ``shell_changes_files``."""
+    if kind in {"edit", "delete", "move"}:
+        return True
+    name = tool_name.strip().lower()
+    if name in _EDIT_TOOL_NAMES:
+        return True
+    if name in _EDITOR_TOOL_NAMES and isinstance(args, Mapping):
+        return str(args.get("command", "")) in _EDITOR_WRITE_COMMANDS
+    command = shell_command_of(tool_name, args)
+    if command is not None:
+        return shell_changes_files(command)
+    return False

@@ -1,0 +1,360 @@
+"""Memory step telemetry: the content-free ``steps.jsonl`` v2 ledger and the opt-in trace.
+
+Owns the v2 record shape (MEMORY_SPEC §5: exact key set, canonical timestamps, enum
+sets that grow with the code), the strict parser, the bank delta that ignores
+attribution bumps (§11.5), the best-effort writer with 1 MiB rotation keeping one
+``.1`` generation, and the content-bearing trace enabled by ``CLIO_ACP_MEMORY_TRACE``
+(§5, §12 names). Rows never hold task, trajectory, bank, error or reminder text;
+only the trace does. Writers swallow every error: telemetry must never break a turn.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from clio_acp.memory.bank import utc_now_iso
+from clio_acp.memory.redact import redact_json_value
+
+__all__ = [
+    "DECISIONS",
+    "REASONS",
+    "ROTATE_BYTES",
+    "TIERS",
+    "TRACE_ENV",
+    "TRIGGER_REASONS",
+    "BankDelta",
+    "MemoryTrace",
+    "StepRecord",
+    "TelemetrySink",
+    "bank_delta",
+    "is_canonical_timestamp",
+    "parse_step_line",
+]
+
+log = logging.getLogger(__name__)
+
+# MEMORY_SPEC §5: rotate when the current file is larger than 1 MiB; keep one `.1`.
+ROTATE_BYTES = 1_048_576
+# MEMORY_SPEC §12 names: the opt-in content trace (reference: CLIO_CODER_MEMORY_TRACE).
+TRACE_ENV = "CLIO_ACP_MEMORY_TRACE"
+# MEMORY_SPEC §5: trace strings are cut to 8000 chars (true lengths recorded).
+TRACE_TEXT_CHARS = 8000
+
+# MEMORY_SPEC §5 trigger set (``idle_review`` is the reference's later addition).
+TRIGGER_REASONS: frozenset[str] = frozenset(
+    {
+        "interval",
+        "tool_error_streak",
+        "loop_signal",
+        "repeated_failure",
+        "turn_end",
+        "post_compaction",
+        "manual",
+        "idle_review",
+    }
+)
+TIERS: frozenset[str] = frozenset({"rules", "llm"})
+# MEMORY_SPEC §3 "Vocabulary": policy decisions plus telemetry's ``dropped``.
+DECISIONS: frozenset[str] = frozenset(
+    {"silent", "injected", "gated", "timeout", "malformed", "dropped", "client_error"}
+)
+# MEMORY_SPEC §3 "Vocabulary" (§5: the set must grow with the code). clio_acp adds
+# ``environmental_failure`` (§12.3), ``loop_stop`` (§12.4), ``requirement_captured``
+# (§12.5) and ``restore_offer_superseded`` (§12.6).
+REASONS: frozenset[str] = frozenset(
+    {
+        "intervened",
+        "model_silent",
+        "duplicate_reminder",
+        "suppressed",
+        "uncited",
+        "invalid_path",
+        "resolved_failure",
+        "over_budget",
+        "invalid_reminder",
+        "unparseable",
+        "all_operations_invalid",
+        "deadline",
+        "timed_out",
+        "endpoint_busy",
+        "client_error",
+        "no_client",
+        "no_consumer",
+        "step_in_flight",
+        "llm_timeout_backoff",
+        "no_repeated_failure",
+        "bank_empty",
+        "scope_changed",
+        "endpoint_preempted",
+        "information_flow_blocked",
+        "environmental_failure",
+        "loop_stop",
+        "spent_this_turn",
+    }
+)
+
+
+def is_canonical_timestamp(value: object) -> bool:
+    """True for a UTC ISO timestamp that survives a ``toISOString`` round trip
+    (``2026-01-02T03:04:05.678Z``); offsets such as ``+05:00`` are rejected (§11.13)."""
+    if not isinstance(value, str) or not value.endswith("Z"):
+        return False
+    try:
+        moment = datetime.fromisoformat(value[:-1] + "+00:00")
+    except ValueError:
+        return False
+    return utc_now_iso(moment.astimezone(UTC)) == value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+
+class _Counts(_Strict):
+    added: int = Field(ge=0)
+    updated: int = Field(ge=0)
+    deleted: int = Field(ge=0)
+
+
+class BankDelta(_Strict):
+    """Per class: entries added, updated (content or createdAt changed), deleted."""
+
+    status: _Counts
+    knowledge: _Counts
+    procedural: _Counts
+
+    @property
+    def writes(self) -> int:
+        return sum(
+            c.added + c.updated + c.deleted for c in (self.status, self.knowledge, self.procedural)
+        )
+
+
+class TokenCost(_Strict):
+    input: int = Field(ge=0)
+    output: int = Field(ge=0)
+    total: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _total(self) -> TokenCost:
+        if self.total != self.input + self.output:
+            raise ValueError("tokenCost.total must equal input + output")
+        return self
+
+
+class StepRecord(_Strict):
+    """One ``steps.jsonl`` row, version 2 (MEMORY_SPEC §5), camelCase on disk."""
+
+    version: Literal[2]
+    at: str
+    trigger_reasons: list[str] = Field(alias="triggerReasons", min_length=1, max_length=3)
+    tier: Literal["rules", "llm"]
+    bank_delta: BankDelta = Field(alias="bankDelta")
+    decision: str
+    reason: str
+    bank_operations: int = Field(alias="bankOperations", ge=0)
+    dropped_operations: int = Field(alias="droppedOperations", ge=0)
+    cited_entries: int = Field(alias="citedEntries", ge=0)
+    token_cost: TokenCost = Field(alias="tokenCost")
+    latency_ms: int | float = Field(alias="latencyMs", ge=0)
+    refusal_reason: str | None = Field(default=None, alias="refusalReason")
+    target_id: str | None = Field(default=None, alias="targetId", min_length=1, max_length=256)
+    model_id: str | None = Field(default=None, alias="modelId", min_length=1, max_length=256)
+
+    @field_validator("at")
+    @classmethod
+    def _at(cls, value: str) -> str:
+        if not is_canonical_timestamp(value):
+            raise ValueError("at must be a canonical UTC timestamp (…sss Z)")
+        return value
+
+    @field_validator("trigger_reasons")
+    @classmethod
+    def _triggers(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("triggerReasons must be unique")
+        unknown = [v for v in value if v not in TRIGGER_REASONS]
+        if unknown:
+            raise ValueError(f"unknown trigger reason(s): {unknown}")
+        return value
+
+    @field_validator("decision")
+    @classmethod
+    def _decision(cls, value: str) -> str:
+        if value not in DECISIONS:
+            raise ValueError(f"unknown decision {value!r}")
+        return value
+
+    @field_validator("reason")
+    @classmethod
+    def _reason(cls, value: str) -> str:
+        if value not in REASONS:
+            raise ValueError(f"unknown reason {value!r}")
+        return value
+
+    @field_validator("latency_ms")
+    @classmethod
+    def _latency(cls, value: float) -> float:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("latencyMs must be finite")
+        return value
+
+    @model_validator(mode="after")
+    def _pair(self) -> StepRecord:
+        if (self.target_id is None) != (self.model_id is None):
+            raise ValueError("targetId and modelId come as a pair")
+        return self
+
+    def to_json(self) -> str:
+        """The on-disk line (no newline): camelCase keys, optional keys omitted."""
+        return json.dumps(
+            self.model_dump(by_alias=True, exclude_none=True), separators=(",", ":")
+        )
+
+
+def parse_step_line(line: str) -> StepRecord:
+    """Strictly parse one ledger line (§5 "Parser"). Raises ``ValueError`` for invalid
+    JSON, unknown keys, v1 rows, non-canonical timestamps, a total that is not
+    input + output and values outside the enum sets."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError("a step row must be a JSON object")
+    from pydantic import ValidationError
+
+    try:
+        return StepRecord.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+_EMPTY_COUNTS = {"added": 0, "updated": 0, "deleted": 0}
+
+
+def bank_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> BankDelta:
+    """Compare two bank snapshots keyed by id (§5 "bankDelta"). An entry is updated
+    only when ``content`` or ``createdAt`` differ; injection bumps are not writes."""
+    result: dict[str, dict[str, int]] = {}
+    for kind in ("status", "knowledge", "procedural"):
+
+        def entries(snapshot: dict[str, Any] | None, kind: str = kind) -> dict[str, dict]:
+            if not snapshot:
+                return {}
+            value = snapshot.get(kind)
+            if kind == "status":
+                return {value["id"]: value} if value else {}
+            return {e["id"]: e for e in value or []}
+
+        old, new = entries(before), entries(after)
+        counts = dict(_EMPTY_COUNTS)
+        counts["added"] = len(new.keys() - old.keys())
+        counts["deleted"] = len(old.keys() - new.keys())
+        counts["updated"] = sum(
+            1
+            for key in new.keys() & old.keys()
+            if (new[key].get("content"), new[key].get("createdAt"))
+            != (old[key].get("content"), old[key].get("createdAt"))
+        )
+        result[kind] = counts
+    return BankDelta.model_validate(result)
+
+
+def empty_delta() -> BankDelta:
+    return bank_delta(None, None)
+
+
+class TelemetrySink:
+    """Best-effort appender of v2 rows to ``path`` (``<state>/memory/steps.jsonl``).
+
+    ``emit`` creates the directory, rotates a file larger than 1 MiB to ``.1``
+    (replacing an older ``.1``) and appends one line. Every error is logged at
+    debug level and swallowed. Appends are one small write; no lock is taken (the
+    reference's sink is best effort too)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.rows_written = 0
+
+    def emit(self, record: StepRecord) -> None:
+        if self.path is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                if self.path.stat().st_size > ROTATE_BYTES:
+                    os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+            except FileNotFoundError:
+                pass
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(record.to_json() + "\n")
+            self.rows_written += 1
+        except Exception:  # best effort by contract (§5)
+            log.debug("memory telemetry write failed", exc_info=True)
+
+
+class MemorySinkList(TelemetrySink):
+    """An in-memory sink (replay, tests): keeps every row it is given."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.rows: list[StepRecord] = []
+
+    def emit(self, record: StepRecord) -> None:
+        self.rows.append(record)
+        self.rows_written += 1
+
+
+class MemoryTrace:
+    """The opt-in content trace (§5): JSON lines with the reminder, error, model
+    response and user prompt (each cut to 8000 chars, true lengths kept) and the
+    system prompt length. Enabled when ``CLIO_ACP_MEMORY_TRACE`` names a file; the
+    file is truncated when first opened in a process. Values are redacted leaf-wise
+    (§8). Best effort: errors are swallowed."""
+
+    _opened: set[str] = set()  # noqa: RUF012 - process-wide by design (§5)
+    _lock = threading.Lock()
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> MemoryTrace:
+        value = (env if env is not None else os.environ).get(TRACE_ENV, "").strip()
+        return cls(Path(value).expanduser() if value else None)
+
+    @property
+    def enabled(self) -> bool:
+        return self.path is not None
+
+    def write(self, **fields: Any) -> None:
+        if self.path is None:
+            return
+        row: dict[str, Any] = {"at": utc_now_iso()}
+        for key, value in fields.items():
+            if isinstance(value, str) and key in {"reminder", "error", "response", "userPrompt"}:
+                row[key] = value[:TRACE_TEXT_CHARS]
+                row[key + "Chars"] = len(value)
+            else:
+                row[key] = value
+        try:
+            line = json.dumps(redact_json_value(row), ensure_ascii=False)
+            with self._lock:
+                key = str(self.path)
+                mode = "a" if key in self._opened else "w"
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open(mode, encoding="utf-8") as handle:
+                    handle.write(line + "\n")
+                self._opened.add(key)
+        except Exception:
+            log.debug("memory trace write failed", exc_info=True)
