@@ -100,13 +100,13 @@ def detect_format(path: Path) -> RecordingFormat:
             first = _first_json_line(path)
             if isinstance(first, dict) and isinstance(first.get("history"), list):
                 return "openhands"
-            if isinstance(first, dict) and "step" in first and "tool_calls" in first:
-                return "pma"
             if isinstance(first, dict) and "memory_ops" in first:
                 raise RecordingFormatError(
                     f"{path}: this is a pma memory-agent log (trajectory_memory.steps.jsonl); "
                     "replay its sibling trajectory_agent.steps.jsonl instead"
                 )
+            if isinstance(first, dict) and "step" in first and "tool_calls" in first:
+                return "pma"
     except OSError as exc:
         raise RecordingFormatError(f"{path}: cannot read: {exc}") from exc
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -239,7 +239,9 @@ def _load_openhands(path: Path) -> list[Recording]:
                 continue
             obj = json.loads(line)
             if not isinstance(obj, dict) or not isinstance(obj.get("history"), list):
-                raise RecordingFormatError(f"{path}:{line_no}: not an OpenHands record (no history)")
+                raise RecordingFormatError(
+                    f"{path}:{line_no}: not an OpenHands record (no history)"
+                )
             name = str(obj.get("instance_id") or f"{path.stem}:{line_no}")
             recording = Recording(path, "openhands", name)
             observations = {
@@ -317,7 +319,9 @@ _TERMINAL_FAILURE = re.compile(
 )
 
 
-_SCREEN_HEADER = re.compile(r"^(?:New Terminal Output|Current Terminal Screen):?[ \t]*$", re.MULTILINE)
+_SCREEN_HEADER = re.compile(
+    r"^(?:New Terminal Output|Current Terminal Screen):?[ \t]*$", re.MULTILINE
+)
 
 
 def _split_screen(screen: str, commands: list[str]) -> list[str]:
@@ -359,7 +363,9 @@ def _load_pma(path: Path) -> list[Recording]:
                 pending_user = str(row.get("message") or "")
                 continue
             calls = [c for c in row.get("tool_calls") or [] if isinstance(c, dict)]
-            screen = _SCREEN_HEADER.sub("", "\n".join(str(o) for o in row.get("observations") or []))
+            screen = _SCREEN_HEADER.sub(
+                "", "\n".join(str(o) for o in row.get("observations") or [])
+            )
             keystrokes = [
                 str((c.get("args") or {}).get("keystrokes") or "")
                 for c in calls

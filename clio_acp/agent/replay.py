@@ -127,7 +127,9 @@ def _record(report: ReplayReport, effects: list[Effect], step: int, mw: MemoryMi
             )
         elif isinstance(effect, InjectReminder):
             report.reminders.append(
-                ReplayReminder(step, effect.channel, list(effect.cited), effect.text, effect.trigger)
+                ReplayReminder(
+                    step, effect.channel, list(effect.cited), effect.text, effect.trigger
+                )
             )
             if effect.offer_id:
                 mw.confirm_delivery(effect.offer_id)  # replay "sends" every request

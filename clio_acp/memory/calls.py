@@ -199,7 +199,10 @@ def ok_digest(output: str | None) -> str:
 _VOLATILE = (
     (re.compile(r"0x[0-9a-fA-F]{4,}"), "0x…"),
     (re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds)\b"), "<t>"),
-    (re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"), "<ts>"),
+    (
+        re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"),
+        "<ts>",
+    ),
     (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<ts>"),
     (re.compile(r"\b(?:pid|PID)[ =:]\d+"), "pid <n>"),
 )

@@ -428,7 +428,11 @@ class MemoryMiddleware:
                         "total": input_tokens + output_tokens,
                     },
                     "latencyMs": latency,
-                    **({"targetId": target_id, "modelId": model_id} if target_id and model_id else {}),
+                    **(
+                        {"targetId": target_id, "modelId": model_id}
+                        if target_id and model_id
+                        else {}
+                    ),
                 }
             )
             self.telemetry.emit(record)
@@ -522,7 +526,9 @@ class MemoryMiddleware:
             self._emit(["post_compaction"], "rules", "silent", "bank_empty")
             return
         text = prefix + body
-        s.offer = _Offer(uuid.uuid4().hex[:12], text, _cited_ids(text, self.bank), "post_compaction")
+        s.offer = _Offer(
+            uuid.uuid4().hex[:12], text, _cited_ids(text, self.bank), "post_compaction"
+        )
 
     def confirm_delivery(self, offer_id: str) -> None:
         """§12.6: the model request carrying restore offer ``offer_id`` was sent.
@@ -538,9 +544,7 @@ class MemoryMiddleware:
             self.bank.record_injection(ids)
             s.last_injected_message = offer.text
             s.rules_spoke_since_step = True
-            self._emit(
-                [offer.trigger], "rules", "injected", "intervened", cited=len(offer.cited)
-            )
+            self._emit([offer.trigger], "rules", "injected", "intervened", cited=len(offer.cited))
             return []
 
         self._guard("confirm_delivery", run)
@@ -706,7 +710,11 @@ class MemoryMiddleware:
             repeated = repeat.count >= 2
         else:  # reference rule: the window holds ≥2 errors with this fingerprint
             repeated = (
-                sum(1 for t in s.trajectory if t.outcome == "error" and t.fingerprint == step.fingerprint)
+                sum(
+                    1
+                    for t in s.trajectory
+                    if t.outcome == "error" and t.fingerprint == step.fingerprint
+                )
                 >= 2
             )
         if not repeated:
@@ -716,7 +724,9 @@ class MemoryMiddleware:
             self.signal_loop()
             notice = loop_stop_text(step.call, repeat.count, step.digest)
             self.bank.record_injection([record.entry_id])
-            self._emit(["loop_signal", "repeated_failure"], "rules", "injected", "loop_stop", cited=1)
+            self._emit(
+                ["loop_signal", "repeated_failure"], "rules", "injected", "loop_stop", cited=1
+            )
             s.rules_spoke_since_step = True
             return [StopTurn(notice, (record.entry_id,))]
 
@@ -740,7 +750,9 @@ class MemoryMiddleware:
     ) -> list[Effect]:
         s = self._s
         text = _collapse_keep_newlines(text)[: settings.max_output_tokens * 4]
-        telemetry_trigger = "repeated_failure" if trigger == "repeated_failure" else "tool_error_streak"
+        telemetry_trigger = (
+            "repeated_failure" if trigger == "repeated_failure" else "tool_error_streak"
+        )
         if spent_key is not None:
             s.annotated.add(spent_key)
         if settings.escalation and text == s.last_injected_message:
@@ -794,7 +806,11 @@ class MemoryMiddleware:
                 if repeat.count < 2:
                     continue
             elif (
-                sum(1 for t in s.trajectory if t.outcome == "error" and t.fingerprint == step.fingerprint)
+                sum(
+                    1
+                    for t in s.trajectory
+                    if t.outcome == "error" and t.fingerprint == step.fingerprint
+                )
                 < 2
             ):
                 continue
@@ -966,9 +982,7 @@ class MemoryMiddleware:
             return
         try:
             client = (
-                self._client_factory(settings)
-                if self._client_factory and settings.target
-                else None
+                self._client_factory(settings) if self._client_factory and settings.target else None
             )
         except Exception as exc:
             log.warning("memory client could not be resolved: %s", exc)

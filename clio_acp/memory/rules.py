@@ -76,7 +76,10 @@ class EnvRecord:
 def failure_content(call: str, attempts: int, first_step: int, digest: str) -> str:
     """§4: ``<call> failed N time(s); first observed at step S: <digest>.``"""
     plural = "time" if attempts == 1 else "times"
-    return f"{call} failed {attempts} {plural}; first observed at step {first_step}: {digest}."
+    return (
+        f"{call} failed {attempts} {plural}; first observed at step {first_step}: "
+        f"{digest.rstrip('.')}."
+    )
 
 
 def annotation_text(entry_id: str, call: str, first_step: int, digest: str) -> str:
@@ -251,14 +254,16 @@ class RulesMemory:
             memory = cls(state_epoch=int(data.get("stateEpoch", 0)))
             for item in data.get("failures", []):
                 item = dict(item)
-                memory.failures[item.pop("fingerprint")] = FailureRecord(**item)
+                fingerprint = item.pop("fingerprint")
+                memory.failures[fingerprint] = FailureRecord(**item)
             for item in data.get("repeats", []):
                 item = dict(item)
                 key = (item.pop("fingerprint"), item.pop("signature"))
                 memory.repeats[key] = RepeatRecord(**item)
             for item in data.get("environment", []):
                 item = dict(item)
-                memory.environment[item.pop("signature")] = EnvRecord(**item)
+                signature = item.pop("signature")
+                memory.environment[signature] = EnvRecord(**item)
             memory.requirements = set(data.get("requirements", []))
         except (TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"malformed rules-tier snapshot: {exc}") from exc

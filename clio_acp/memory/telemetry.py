@@ -216,9 +216,7 @@ class StepRecord(_Strict):
 
     def to_json(self) -> str:
         """The on-disk line (no newline): camelCase keys, optional keys omitted."""
-        return json.dumps(
-            self.model_dump(by_alias=True, exclude_none=True), separators=(",", ":")
-        )
+        return json.dumps(self.model_dump(by_alias=True, exclude_none=True), separators=(",", ":"))
 
 
 def parse_step_line(line: str) -> StepRecord:

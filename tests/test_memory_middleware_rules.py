@@ -1,0 +1,406 @@
+"""Rules tier of the memory middleware (MEMORY_SPEC §4, §12 items 1–6)."""
+
+from __future__ import annotations
+
+import json
+
+from clio_acp.memory.middleware import (
+    RESTORE_PREFIX,
+    AnnotateToolResult,
+    InjectReminder,
+    MemoryMiddleware,
+    StopTurn,
+    ToolCall,
+    ToolOutcome,
+    _Deferred,
+)
+from clio_acp.memory.telemetry import MemorySinkList, TelemetrySink, parse_step_line
+from clio_acp.settings import MemorySettings, Settings
+
+FAIL = ToolOutcome("Traceback (most recent call last):\n  File x\nValueError: boom\n", True, 1)
+OK = ToolOutcome("fine\n", False, 0)
+
+
+class Live:
+    """A settings source whose values a test changes between hook calls."""
+
+    def __init__(self, **kw):
+        self.value = MemorySettings(**kw)
+
+    def __call__(self):
+        return self.value
+
+
+def make(**kw):
+    sink = MemorySinkList()
+    live = Live(**kw)
+    mw = MemoryMiddleware(live, telemetry=sink)
+    return mw, sink, live
+
+
+def bash(command: str, call_id: str | None = None) -> ToolCall:
+    return ToolCall("bash", {"command": command}, call_id, "execute")
+
+
+def run(mw, call: ToolCall, outcome: ToolOutcome):
+    mw.before_tool(call)
+    return mw.after_tool(call, outcome)
+
+
+def test_second_identical_failure_with_nothing_in_between_is_annotated():
+    mw, sink, _ = make()
+    mw.turn_start("t1", "fix the bug")
+    assert run(mw, bash("python repro.py", "c1"), FAIL) == []
+    effects = run(mw, bash("python repro.py", "c2"), FAIL)
+    (effect,) = effects
+    assert isinstance(effect, AnnotateToolResult)
+    assert effect.tool_call_id == "c2"
+    entry = mw.bank.get(effect.cited[0])
+    assert entry.kind == "procedural"
+    assert entry.content == (
+        'bash{"command":"python repro.py"} failed 2 times; first observed at step 1: '
+        "ValueError: boom."
+    )
+    assert effect.text == (
+        f'Memory: [{entry.id}] you already tried bash{{"command":"python repro.py"}} at step 1 '
+        "and it failed with ValueError: boom. Change the approach rather than repeating it."
+    )
+    assert entry.injection_count == 1
+    row = sink.rows[-1]
+    assert (row.trigger_reasons, row.tier, row.decision, row.reason, row.cited_entries) == (
+        ["repeated_failure"],
+        "rules",
+        "injected",
+        "intervened",
+        1,
+    )
+
+
+def test_edit_between_identical_failures_resets_the_repeat_count():
+    mw, _, _ = make()
+    mw.turn_start("t1", "task")
+    run(mw, bash("python repro.py"), FAIL)
+    run(mw, bash("sed -i 's/a/b/' lib.py"), OK)
+    assert run(mw, bash("python repro.py"), FAIL) == []
+    run(mw, ToolCall("write_file", {"path": "x.py", "content": "x"}, kind="edit"), OK)
+    assert run(mw, bash("python repro.py"), FAIL) == []
+
+
+def test_workspace_change_seen_by_the_watcher_resets_the_repeat_count():
+    mw, _, _ = make()
+    mw.turn_start("t1", "task")
+    run(mw, bash("python repro.py"), FAIL)
+    mw.note_workspace_change()
+    assert run(mw, bash("python repro.py"), FAIL) == []
+
+
+def test_state_change_reset_is_switchable_back_to_the_window_rule():
+    mw, _, _ = make(state_change_resets_repeats=False)
+    mw.turn_start("t1", "task")
+    run(mw, bash("python repro.py"), FAIL)
+    run(mw, bash("sed -i 's/a/b/' lib.py"), OK)
+    (effect,) = run(mw, bash("python repro.py"), FAIL)
+    assert isinstance(effect, AnnotateToolResult)
+
+
+def test_different_error_output_is_a_different_key():
+    mw, _, _ = make()
+    mw.turn_start("t1", "task")
+    run(mw, bash("python repro.py"), FAIL)
+    other = ToolOutcome("KeyError: 'x'\n", True, 1)
+    assert run(mw, bash("python repro.py"), other) == []
+
+
+def test_annotation_is_spent_once_per_key_per_turn_and_not_repeated_verbatim():
+    mw, sink, _ = make(loop_stop_repeats=10)
+    mw.turn_start("t1", "task")
+    run(mw, bash("make test"), FAIL)
+    assert len(run(mw, bash("make test"), FAIL)) == 1  # make is state-changing but failed alike
+    assert run(mw, bash("make test"), FAIL) == []  # spent this turn
+    mw.turn_end("t1")
+    mw.turn_start("t2")
+    # A new turn may speak again, but never the identical text twice in a row.
+    assert run(mw, bash("make test"), FAIL) == []
+    assert sink.rows[-1].reason == "duplicate_reminder"
+
+
+def test_fifth_identical_repeat_stops_the_turn_with_a_visible_notice():
+    mw, sink, _ = make()
+    stops = []
+    for i in range(5):
+        mw.turn_start(f"t{i}", "task" if i == 0 else "")
+        effects = run(mw, bash("python repro.py"), FAIL)
+        stops += [e for e in effects if isinstance(e, StopTurn)]
+        mw.turn_end(f"t{i}")
+    (stop,) = stops
+    assert "failed 5 times in a row" in stop.notice
+    assert "loop_signal" in mw.pending_triggers
+    assert sink.rows[-2].reason == "loop_stop" or sink.rows[-1].reason == "loop_stop"
+
+
+def test_loop_stop_threshold_follows_the_live_setting():
+    mw, _, live = make()
+    mw.turn_start("t", "task")
+    run(mw, bash("python repro.py"), FAIL)
+    live.value = MemorySettings(loop_stop_repeats=3)
+    run(mw, bash("python repro.py"), FAIL)
+    effects = run(mw, bash("python repro.py"), FAIL)
+    assert any(isinstance(e, StopTurn) for e in effects)
+
+
+def test_informative_exit_codes_are_neither_errors_nor_streaks():
+    mw, _, _ = make()
+    mw.turn_start("t", "task")
+    no_match = ToolOutcome("", True, 1)
+    for command in ("grep -r needle src", "diff a b", "test -f x", "cd x && git grep y"):
+        assert run(mw, bash(command), no_match) == []
+        assert mw.last_observation["informative"]
+    assert run(mw, bash("pylint pkg"), ToolOutcome("C0104 …", True, 16)) == []
+    assert mw.last_observation["outcome"] == "ok"
+    assert "tool_error_streak" not in mw.pending_triggers
+    assert mw.bank.procedural == []
+
+
+def test_exit_code_semantics_can_be_switched_off():
+    mw, _, _ = make(exit_code_semantics=False)
+    mw.turn_start("t", "task")
+    run(mw, bash("grep -r needle src"), ToolOutcome("", True, 1))
+    assert mw.last_observation["outcome"] == "error"
+    assert len(mw.bank.procedural) == 1
+
+
+def test_two_errors_in_a_row_add_the_error_streak_trigger_and_ok_resets_it():
+    mw, _, _ = make()
+    mw.turn_start("t", "task")
+    run(mw, bash("python a.py"), FAIL)
+    run(mw, bash("python b.py"), ToolOutcome("KeyError: 1", True, 1))
+    assert "tool_error_streak" in mw.pending_triggers
+
+
+def test_interval_trigger_follows_the_cadence_setting():
+    mw, _, _ = make(cadence_tool_calls=3)
+    mw.turn_start("t", "task")
+    for i in range(2):
+        run(mw, bash(f"ls {i}"), OK)
+    assert "interval" not in mw.pending_triggers
+    run(mw, bash("ls 3"), OK)
+    assert "interval" in mw.pending_triggers
+
+
+def test_different_commands_failing_with_the_same_environment_error_record_one_fault():
+    mw, _, _ = make()
+    mw.turn_start("t", "task")
+    missing = ToolOutcome("bash: curl: command not found\n", True, 127)
+    assert run(mw, bash("curl http://a"), missing) == []
+    (effect,) = run(mw, bash("curl -s http://b | jq ."), missing)
+    assert effect.trigger == "environment"
+    (entry,) = [e for e in mw.bank.knowledge if e.content.startswith("Environment:")]
+    assert entry.content == (
+        "Environment: tool channel failing since step 1: bash: curl: command not found"
+    )
+    assert "Check the environment" in effect.text
+    # A third command failing alike adds no new entry and blames no command.
+    assert run(mw, bash("curl -v http://c"), missing) == []
+    assert len([e for e in mw.bank.knowledge if e.content.startswith("Environment:")]) == 1
+    assert len(mw.bank.procedural) == 1  # only the first, before the fault was known
+
+
+def test_environmental_detection_is_switchable():
+    mw, _, _ = make(environmental_failures=False)
+    mw.turn_start("t", "task")
+    missing = ToolOutcome("bash: curl: command not found\n", True, 127)
+    run(mw, bash("curl a"), missing)
+    assert run(mw, bash("curl b"), missing) == []
+    assert mw.bank.knowledge == []
+
+
+def test_user_prompt_requirements_become_knowledge_entries():
+    mw, _, _ = make()
+    mw.turn_start("t", "Fix the parser. Never edit the tests. Always run ruff before you finish.")
+    contents = [e.content for e in mw.bank.knowledge]
+    assert contents == [
+        "Requirement from the user: Never edit the tests.",
+        "Requirement from the user: Always run ruff before you finish.",
+    ]
+    mw.turn_start("t2", "Never edit the tests.")  # no duplicate
+    assert len(mw.bank.knowledge) == 2
+
+
+def test_requirement_capture_is_switchable():
+    mw, _, _ = make(capture_requirements=False)
+    mw.turn_start("t", "Never edit the tests.")
+    assert mw.bank.knowledge == []
+
+
+def test_post_compaction_restore_carries_status_knowledge_and_unresolved_failures():
+    mw, sink, _ = make()
+    mw.turn_start("t1", "Never touch setup.py.")
+    mw.bank.update_status("step 3: fixing the parser")
+    run(mw, bash("python repro.py"), FAIL)
+    run(mw, bash("python other.py"), ToolOutcome("KeyError: 'k'", True, 1))
+    run(mw, bash("python other.py"), OK)  # resolved
+    mw.turn_end("t1")
+    mw.on_compaction()
+    (restore,) = mw.turn_start("t2")
+    assert isinstance(restore, InjectReminder) and restore.channel == "restore"
+    lines = restore.text.split("\n")
+    assert restore.text.startswith(RESTORE_PREFIX)
+    assert "] status: step 3: fixing the parser" in lines[1]
+    assert "Never touch setup.py" in restore.text
+    assert "python repro.py" in restore.text
+    assert "other.py" not in restore.text  # resolved failures are not restored
+    # Not consumed until the request carrying it is sent.
+    (again,) = mw.turn_start("t3")
+    assert again.offer_id == restore.offer_id
+    mw.confirm_delivery(restore.offer_id)
+    assert mw.turn_start("t4") == []
+    assert sink.rows[-1].trigger_reasons == ["post_compaction"]
+    assert sink.rows[-1].decision == "injected"
+
+
+def test_working_set_recall_stage_does_not_arm_the_restore():
+    mw, _, _ = make()
+    mw.turn_start("t1", "Never touch setup.py.")
+    mw.on_compaction(stage="working_set_recall")
+    assert mw.turn_start("t2") == []
+
+
+def test_restore_of_an_empty_bank_is_silent_bank_empty():
+    mw, sink, _ = make(capture_requirements=False)
+    mw.turn_start("t1", "go")
+    mw.on_compaction()
+    assert mw.turn_start("t2") == []
+    assert (sink.rows[-1].decision, sink.rows[-1].reason) == ("silent", "bank_empty")
+
+
+def test_compaction_drops_buffered_reminders_and_supersedes_the_offer():
+    mw, _, _ = make(loop_stop_repeats=10)
+    mw.turn_start("t1", "Never touch setup.py.")
+    run(mw, bash("a"), FAIL)
+    run(mw, bash("b"), ToolOutcome("KeyError", True, 1))
+    run(mw, bash("c"), ToolOutcome("OSError", True, 1))
+    mw.turn_start("t2")
+    run(mw, bash("a"), FAIL)
+    run(mw, bash("a"), FAIL)  # annotated mid-turn
+    mw.on_compaction()
+    effects = mw.turn_start("t3")
+    assert [e.channel for e in effects] == ["restore"]
+
+
+def test_turn_end_reminder_is_deferred_to_the_next_turn_start():
+    mw, _, _ = make()
+    mw.turn_start("t1", "task")
+    run(mw, bash("python repro.py"), FAIL)
+    mw.turn_end("t1")
+    mw.turn_start("t2")
+    # An annotation was spent on this key in t2? No: fail once more in a *different*
+    # turn from the annotation path by disabling the mid-turn channel via the set.
+    mw._s.annotated.add(("dummy", "x"))
+    effects = run(mw, bash("python repro.py"), FAIL)
+    assert len(effects) == 1  # mid-turn annotation speaks first
+    assert mw.turn_end("t2") == []  # already reported: no second reminder
+    assert mw.turn_start("t3") == []
+
+
+def test_no_tool_continuation_turn_end_leaves_no_row_and_keeps_last_decision():
+    mw, sink, _ = make()
+    mw.turn_start("t1", "task")
+    run(mw, bash("ls"), OK)
+    mw.turn_end("t1")
+    rows = len(sink.rows)
+    decision = mw.last_decision
+    mw.turn_start("t2")
+    mw.turn_end("t2")
+    assert len(sink.rows) == rows
+    assert mw.last_decision == decision
+
+
+def test_aborted_turn_drops_its_reminders():
+    mw, _, _ = make()
+    mw.turn_start("t1", "task")
+    run(mw, bash("python repro.py"), FAIL)
+    mw.turn_end("t1")
+    mw.turn_start("t2")
+    mw._s.annotated.add(("x", "y"))
+    mw._s.deferred.append(_Deferred(InjectReminder("Memory: x", (), "interval"), mw._s.turn, 0))
+    assert mw.turn_end("t2", aborted=True) == []
+    assert mw.turn_start("t3") == []
+
+
+def test_hooks_are_exception_safe(monkeypatch):
+    mw, _, _ = make()
+
+    def boom(*a, **k):
+        raise RuntimeError("bank on fire")
+
+    monkeypatch.setattr(mw.bank, "save", boom)
+    mw.turn_start("t", "Never edit the tests.")
+    assert run(mw, bash("python a.py"), FAIL) == []
+    assert mw.turn_end("t") == []
+
+
+def test_disabled_or_disposed_registration_does_nothing():
+    mw, sink, live = make(enabled=False)
+    mw.turn_start("t", "Never edit the tests.")
+    run(mw, bash("python a.py"), FAIL)
+    run(mw, bash("python a.py"), FAIL)
+    assert mw.bank.size == 0 and sink.rows == [] and mw.tool_step == 0
+    live.value = MemorySettings()
+    mw.dispose()
+    mw.turn_start("t", "Never edit the tests.")
+    assert mw.bank.size == 0
+
+
+def test_whole_settings_object_is_accepted_as_the_live_source():
+    settings = Settings()
+    mw = MemoryMiddleware(lambda: settings)
+    assert mw.settings() is settings.context.memory
+
+
+def test_tool_without_name_is_ignored_entirely():
+    mw, _, _ = make()
+    mw.turn_start("t", "task")
+    assert mw.after_tool(ToolCall("  ", {}), FAIL) == []
+    assert mw.tool_step == 0
+
+
+def test_unrepresentable_arguments_still_fingerprint():
+    mw, _, _ = make()
+    mw.turn_start("t", "task")
+    run(mw, ToolCall("tool", {"x": float("nan")}), FAIL)
+    assert mw.bank.procedural[0].content.startswith("tool<unrepresentable> failed 1 time;")
+
+
+def test_session_id_change_on_a_hook_resets_the_registration():
+    mw, _, _ = make()
+    mw.turn_start("t", "Never edit the tests.", session_id="A")
+    assert mw.bank.size == 1
+    mw.turn_start("t", "", session_id="B")
+    assert mw.bank.size == 0 and mw.generation == 1
+
+
+def test_counters_survive_export_and_import_for_resume():
+    mw, _, _ = make(loop_stop_repeats=3)
+    mw.turn_start("t", "task")
+    run(mw, bash("python repro.py"), FAIL)
+    run(mw, bash("python repro.py"), FAIL)
+    state = json.loads(json.dumps(mw.export_state()))
+    snapshot = mw.bank.snapshot()
+    other, _, _ = make(loop_stop_repeats=3)
+    other.bank.restore(snapshot)
+    other.import_state(state)
+    other.turn_start("t2", "")
+    effects = run(other, bash("python repro.py"), FAIL)
+    assert any(isinstance(e, StopTurn) for e in effects)
+
+
+def test_rows_on_disk_parse_strictly(tmp_path):
+    path = tmp_path / "steps.jsonl"
+    mw = MemoryMiddleware(MemorySettings, telemetry=TelemetrySink(path))
+    mw.turn_start("t", "task")
+    run(mw, bash("python a.py"), FAIL)
+    run(mw, bash("python a.py"), FAIL)
+    mw.turn_end("t")
+    rows = [parse_step_line(line) for line in path.read_text().splitlines()]
+    assert rows[0].decision == "injected"
+    assert rows[0].bank_delta.procedural.added == 1

@@ -1,0 +1,163 @@
+"""Replay of the real recorded trajectories (issue 3 item 7) and the replay command.
+
+The trajectories are read from ``../shared/trajectories`` (never copied)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clio_acp.agent.recordings import RecordingFormatError, detect_format, load_recordings
+from clio_acp.agent.replay import replay_file
+from tests.conftest import SHARED
+
+TRAJ = SHARED / "trajectories"
+MINI = TRAJ / "mini-swe-agent-gemini3-swebv"
+
+
+def mini(name: str):
+    return MINI / f"{name}.traj.json"
+
+
+async def replay_one(path):
+    (report,) = await replay_file(path)
+    return report
+
+
+async def test_edit_then_rerun_loop_in_matplotlib_stays_silent():
+    report = await replay_one(mini("matplotlib__matplotlib-23299"))
+    # The trajectory really has many failing reruns of the same script…
+    assert report.failures >= 10
+    # …each after an edit, so memory says nothing.
+    assert report.reminders == []
+
+
+async def test_blind_retry_in_django_16263_is_caught_at_call_12():
+    report = await replay_one(mini("django__django-16263"))
+    assert 11 in report.failure_steps and 12 in report.failure_steps
+    first = report.reminders[0]
+    assert first.step == 12
+    assert first.channel == "annotation"
+    assert first.trigger == "repeated_failure"
+    assert "python reproduce_issue.py" in first.text
+    assert "at step 11" in first.text
+    assert "no such table: annotations_publisher" in first.text
+    (cited,) = first.cited
+    entry = next(e for e in report.bank["procedural"] if e["id"] == cited)
+    assert entry["content"].startswith('bash{"command":"python reproduce_issue.py"} failed')
+    # Nothing fires at call 11 (first occurrence) or earlier.
+    assert all(r.step >= 12 for r in report.reminders)
+
+
+async def test_identical_grep_no_match_in_sphinx_9711_is_informative_not_failure():
+    report = await replay_one(mini("sphinx-doc__sphinx-9711"))
+    assert {22, 23} <= set(report.informative_steps)
+    assert 22 not in report.failure_steps and 23 not in report.failure_steps
+    assert not [r for r in report.reminders if r.step in (22, 23)]
+    assert not [
+        e for e in report.bank["procedural"] if e["content"].startswith('bash{"command":"grep')
+    ]
+
+
+async def test_pylint_exit_16_builds_no_error_streak_and_no_failure_entries():
+    report = await replay_one(mini("pylint-dev__pylint-8898"))
+    recording = load_recordings(mini("pylint-dev__pylint-8898"))[0]
+    exit16 = [c.index for c in recording.calls if c.exit_code == 16]
+    assert len(exit16) >= 8
+    assert set(exit16) <= set(report.informative_steps)
+    assert not set(exit16) & set(report.failure_steps)
+    assert not [e for e in report.bank["procedural"] if "pylint --bad-names" in e["content"]]
+    assert not [r for r in report.reminders if r.step in exit16]
+
+
+async def test_control_run_astropy_12907_yields_no_reminder():
+    report = await replay_one(mini("astropy__astropy-12907"))
+    assert report.failures == 0
+    assert report.reminders == []
+
+
+async def test_sphinx_7985_environment_warning_is_recorded_as_environment_fault():
+    report = await replay_one(mini("sphinx-doc__sphinx-7985"))
+    assert report.environmental, "one environment problem makes every build fail"
+    assert report.environmental[0]["content"].startswith("Environment: tool channel failing")
+    env_notes = [r for r in report.reminders if r.trigger == "environment"]
+    assert env_notes and "Check the environment" in env_notes[0].text
+
+
+async def test_task_prompt_requirements_are_captured_without_a_model():
+    report = await replay_one(mini("django__django-16263"))
+    texts = [e["content"] for e in report.requirements]
+    assert any("DO NOT MODIFY" in t for t in texts)
+
+
+async def test_compaction_during_replay_offers_restore_with_status_free_rules_state():
+    (report,) = await replay_file(mini("django__django-16560"), compact_every=50)
+    restores = [r for r in report.reminders if r.channel == "restore"]
+    assert restores
+    assert restores[0].text.startswith("Memory: execution state restored after compaction:\n")
+    assert "Requirement from the user" in restores[0].text
+
+
+def test_openhands_adapter_reads_native_exit_codes():
+    (recording,) = load_recordings(TRAJ / "openhands-swebl-gpt5" / "output.jsonl")
+    assert recording.format == "openhands"
+    calls = recording.calls
+    assert calls[0].tool_name == "execute_bash" and calls[0].exit_code == 0
+    assert any(c.kind == "edit" for c in calls)
+    assert any(c.kind == "read" and c.is_error for c in calls)  # "ERROR: Invalid path"
+
+
+def test_pma_adapter_splits_terminal_screen_per_keystroke():
+    path = (
+        TRAJ / "pma-tb2" / "sqlite-with-gcov" / "baseline-sonnet" / "trajectory_agent.steps.jsonl"
+    )
+    assert detect_format(path) == "pma"
+    (recording,) = load_recordings(path)
+    calls = recording.calls
+    assert calls[0].args["keystrokes"] == "ls -la /app\n"
+    assert "vendor" in calls[0].output and "sqlite-fossil" not in calls[0].output
+    configure = next(c for c in calls if "./configure" in c.args.get("keystrokes", ""))
+    assert configure.is_error and "No working C compiler" in configure.output
+
+
+def test_pma_memory_log_is_refused_with_a_pointer_to_the_agent_log():
+    path = TRAJ / "pma-tb2" / "regex-log" / "memory-v3-opus" / "trajectory_memory.steps.jsonl"
+    with pytest.raises(RecordingFormatError, match="trajectory_agent"):
+        detect_format(path)
+
+
+def test_unknown_format_gives_a_clear_error(tmp_path):
+    bogus = tmp_path / "x.jsonl"
+    bogus.write_text('{"hello": 1}\n')
+    with pytest.raises(RecordingFormatError, match="unknown trajectory format"):
+        load_recordings(bogus)
+    with pytest.raises(RecordingFormatError, match="unknown format 'swe'"):
+        load_recordings(mini("astropy__astropy-12907"), "swe")
+
+
+def test_replay_cli_json_shape_per_file(run_cli):
+    result = run_cli(
+        "replay",
+        "--json",
+        str(mini("django__django-16263")),
+        str(mini("astropy__astropy-12907")),
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(lines) == 2
+    first = lines[0]
+    assert set(first["reminders"][0]) == {"step", "channel", "cited", "text", "trigger"}
+    assert first["reminders"][0]["step"] == 12
+    assert first["summary"]["toolCalls"] == 78
+    assert lines[1]["reminders"] == [] and lines[1]["summary"]["failures"] == 0
+
+
+def test_replay_cli_reports_bad_file_and_still_replays_the_others(run_cli, tmp_path):
+    bogus = tmp_path / "notes.txt"
+    bogus.write_text("hello\n")
+    result = run_cli("replay", str(bogus), str(mini("astropy__astropy-12907")))
+    assert result.returncode == 1
+    assert "unknown trajectory format" in result.stderr
+    assert "astropy__astropy-12907 (mini-swe-agent): 19 tool calls" in result.stdout
+    assert "TOTAL: 1 files" in result.stdout
