@@ -12,10 +12,11 @@ import logging
 import sys
 
 from clio_acp import __version__
-from clio_acp.cli import lsp_cmd, memory_cmd, paths_cmd, replay_cmd
+from clio_acp.cli import acp_cmd, lsp_cmd, memory_cmd, paths_cmd, replay_cmd
 
 # One line per command module; keep alphabetical to make merges trivial.
 _COMMAND_MODULES = [
+    acp_cmd,
     lsp_cmd,
     memory_cmd,
     paths_cmd,

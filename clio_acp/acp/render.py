@@ -1,0 +1,93 @@
+"""Plain-text rendering of the ``/memory`` board and ``/usage`` for the ACP chat.
+
+Owns only presentation of the dicts the core returns (``Session.board()``); it must
+not compute anything the board does not already say. Output is Markdown-ish text
+that reads well in every ACP client (Zed, JetBrains, CodeCompanion, avante,
+agent-shell render agent messages as Markdown or plain text).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return str(value)
+
+
+def _entries(bank: Any) -> list[str]:
+    lines: list[str] = []
+    if not isinstance(bank, dict):
+        return lines
+    for kind in ("knowledge", "procedural"):
+        items = bank.get(kind) or []
+        lines.append(f"**{kind}** ({len(items)})")
+        for item in items:
+            if isinstance(item, dict):
+                lines.append(f"- `{item.get('id', '?')}` {item.get('content', '')}")
+            else:
+                lines.append(f"- {item}")
+    return lines
+
+
+def render_board(board: dict[str, Any]) -> str:
+    """The ``/memory`` board: tier, last decision, bank (never status), activity, spend,
+    and pending proposals when the board lists them."""
+    lines = ["### Task memory"]
+    for key, label in (("enabled", "enabled"), ("tier", "tier"), ("size", "entries")):
+        if key in board:
+            lines.append(f"- {label}: {_fmt(board[key])}")
+    last = board.get("lastDecision", board.get("last_decision"))
+    if last is not None:
+        lines.append(f"- last decision: {_fmt(last)}")
+    in_flight = board.get("stepInFlight", board.get("step_in_flight"))
+    if in_flight is not None:
+        lines.append(f"- step in flight: {_fmt(in_flight)}")
+    bank = board.get("bank")
+    if bank:
+        lines.append("")
+        lines.extend(_entries(bank))
+    activity = board.get("activity")
+    if activity:
+        lines.append("")
+        lines.append("**activity**")
+        for item in activity[-10:] if isinstance(activity, list) else [activity]:
+            lines.append(f"- {_fmt(item)}")
+    proposals = board.get("proposals")
+    if proposals:
+        lines.append("")
+        lines.append(
+            "**proposals** (approve with `/memory approve ID`, reject with `/memory reject ID`)"
+        )
+        for item in proposals:
+            if isinstance(item, dict):
+                lines.append(
+                    f"- `{item.get('id', '?')}` [{item.get('scope', '?')}] {item.get('content', '')}"
+                )
+            else:
+                lines.append(f"- {_fmt(item)}")
+    spend = board.get("spend")
+    if spend is not None:
+        lines.append("")
+        lines.append(f"**spend** {_fmt(spend)}")
+    return "\n".join(lines) + "\n"
+
+
+def render_usage(board: dict[str, Any]) -> str:
+    """``/usage``: the board's usage and spend figures."""
+    lines = ["### Usage"]
+    usage = board.get("usage")
+    if isinstance(usage, dict):
+        for key, value in usage.items():
+            lines.append(f"- {key}: {_fmt(value)}")
+    elif usage is not None:
+        lines.append(f"- {_fmt(usage)}")
+    spend = board.get("spend")
+    if spend is not None:
+        lines.append(f"- memory spend: {_fmt(spend)}")
+    if len(lines) == 1:
+        lines.append("- no usage recorded yet")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,76 @@
+"""``clio-acp acp``: wire stdio, the SDK connection, our router and the session core.
+
+Owns process-level setup of the ACP face: stdio protection on the first line of
+:func:`main`, the :class:`~clio_acp.acp.transport.LineTransport`, the SDK's
+``acp.connection.Connection`` (JSON-RPC bookkeeping), and shutdown (cancel turns,
+close the manager). It must not translate protocol methods (``agent.py`` does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from acp.connection import Connection
+
+from clio_acp.acp.agent import ClioAcpAgent, build_router
+from clio_acp.acp.transport import LineTransport, ProtocolFds, protect_stdio
+from clio_acp.paths import resolve_paths
+from clio_acp.settings import Settings, load_settings
+
+log = logging.getLogger(__name__)
+
+
+def main() -> int:
+    """Run the ACP agent on this process's stdin/stdout until the client hangs up."""
+    fds = protect_stdio()  # first: nothing may write to the protocol stream before this
+    try:
+        asyncio.run(serve(fds))
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+class _SettingsSource:
+    """Settings read from ``<config>/settings.yaml`` on first use; a broken file is
+    reported on stderr and replaced by the defaults (the agent still starts)."""
+
+    def __init__(self) -> None:
+        self._settings: Settings | None = None
+
+    def __call__(self) -> Settings:
+        if self._settings is None:
+            path = resolve_paths().settings_file
+            try:
+                self._settings = load_settings(path)
+            except Exception as exc:
+                log.error("settings file %s is invalid, using defaults: %s", path, exc)
+                self._settings = Settings()
+        return self._settings
+
+
+def _manager_factory(settings: _SettingsSource):
+    def make(**kwargs: Any):
+        from clio_acp.session.manager import SessionManager  # deferred: fast initialize
+
+        return SessionManager(
+            paths=resolve_paths(), settings=settings, delivers_reminders=True, **kwargs
+        )
+
+    return make
+
+
+async def serve(fds: ProtocolFds) -> None:
+    """Serve one client over ``fds`` until end of input."""
+    transport = LineTransport(fds.read_fd, fds.write_fd)
+    await transport.start()
+    settings = _SettingsSource()
+    agent = ClioAcpAgent(_manager_factory(settings), settings=settings)
+    conn = Connection(build_router(agent), transport, listening=False)
+    agent.attach(conn, transport)
+    try:
+        await conn.main_loop()
+    finally:
+        await agent.aclose()
+        await conn.close()

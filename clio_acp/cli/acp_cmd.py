@@ -1,0 +1,21 @@
+"""``clio-acp acp``: run the Agent Client Protocol agent on stdio (for editors)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "acp",
+        help="run the ACP agent on stdin/stdout (Zed, JetBrains, Neovim, Emacs)",
+        description="Speak ACP v1 (newline-delimited JSON-RPC) on stdin/stdout. "
+        "stdout carries protocol messages only; logs go to stderr. See docs/editors/acp.md.",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from clio_acp.acp.server import main
+
+    return main()
