@@ -186,6 +186,7 @@ class ClioAcpAgent:
         self._transport: LineTransport | None = None
         self._hosted: dict[str, _Hosted] = {}
         self._inflight: dict[Any, Callable[[], Awaitable[None] | None]] = {}
+        self._running: set[asyncio.Task[Any]] = set()
         self._presentation = updates.Presentation()
         self._tools: Any = None
         self._initialized = False
@@ -218,6 +219,18 @@ class ClioAcpAgent:
             return AcpToolHost(conn, session_id, tools)
 
         return factory
+
+    async def drain(self, timeout: float) -> None:
+        """Let requests already received finish (input ended: answers still go out).
+
+        The SDK's ``Connection`` treats end of input as a disconnect, so
+        ``session/update`` notifications sent after it are dropped; responses are still
+        written by the request tasks themselves.
+        """
+        await asyncio.sleep(0)  # handler tasks created at end of input start and register
+        pending = {t for t in self._running if not t.done()}
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
 
     async def aclose(self) -> None:
         for sid in list(self._hosted):
@@ -724,6 +737,8 @@ class ClioAcpAgent:
             key = _key(request_id) if request_id is not None else None
             if key is not None:
                 self._inflight.setdefault(key, cancel)
+            if task is not None:
+                self._running.add(task)
             try:
                 return await func(params)
             except asyncio.CancelledError:
@@ -732,6 +747,8 @@ class ClioAcpAgent:
                 _uncancel()
                 raise RequestError(REQUEST_CANCELLED, "Request cancelled", None) from None
             finally:
+                if task is not None:
+                    self._running.discard(task)
                 if key is not None and self._inflight.get(key) is cancel:
                     self._inflight.pop(key, None)
 

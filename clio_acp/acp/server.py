@@ -21,6 +21,10 @@ from clio_acp.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
 
+EOF_GRACE_S = 120.0
+"""After end of input, how long requests already received may run before they are
+cancelled, seconds (stdin from a file ends before its requests are answered)."""
+
 
 def main() -> int:
     """Run the ACP agent on this process's stdin/stdout until the client hangs up."""
@@ -71,6 +75,7 @@ async def serve(fds: ProtocolFds) -> None:
     agent.attach(conn, transport)
     try:
         await conn.main_loop()
+        await agent.drain(EOF_GRACE_S)
     finally:
         await agent.aclose()
         await conn.close()

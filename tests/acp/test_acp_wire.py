@@ -1,0 +1,245 @@
+"""Raw-wire behaviour of ``clio-acp acp``: malformed frames, files as stdio, stdout
+protection, ``$/cancel_request`` (issue 7 items 1 and 8)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from acp.connection import Connection
+from acp.router import MessageRouter, Route
+
+from clio_acp.acp.agent import REQUEST_CANCELLED, ClioAcpAgent
+from clio_acp.acp.transport import LineTransport
+from tests.conftest import subprocess_env
+from tests.support.acp_client import RawPeer
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": 1, "clientCapabilities": {}},
+}
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ("this is not json", -32700),
+        ('{"jsonrpc": "2.0", "id": 7, "method": "initialize"', -32700),
+        ("[1, 2, 3]", -32600),
+        ("42", -32600),
+        ('"initialize"', -32600),
+        ("null", -32600),
+        ('{"jsonrpc": "2.0", "id": {"x": 1}, "method": "initialize"}', -32600),
+        ('{"jsonrpc": "2.0", "id": 9, "method": 5}', -32600),
+        ('{"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": 3}', -32600),
+        ('{"jsonrpc": "2.0"}', -32600),
+    ],
+)
+async def test_malformed_line_gets_an_error_reply_and_the_agent_keeps_serving(line, code):
+    peer = await RawPeer.start()
+    try:
+        await peer.send_line(line)
+        reply = await peer.recv()
+        assert reply["error"]["code"] == code
+        assert reply["error"]["data"]["details"]
+        await peer.send(INIT)
+        answer = await peer.recv()
+        assert answer["id"] == 1
+        assert answer["result"]["protocolVersion"] == 1
+    finally:
+        _, err = await peer.close()
+    assert peer.proc.returncode == 0, err.decode()
+
+
+async def test_invalid_frame_with_a_usable_id_is_answered_under_that_id():
+    peer = await RawPeer.start()
+    try:
+        await peer.send_line('{"jsonrpc": "2.0", "id": "req-9", "method": ""}')
+        reply = await peer.recv()
+        assert reply["id"] == "req-9"
+        assert reply["error"]["code"] == -32600
+    finally:
+        await peer.close()
+
+
+async def test_unknown_method_is_method_not_found_not_a_fake_success():
+    peer = await RawPeer.start()
+    try:
+        await peer.send(INIT)
+        await peer.recv()
+        await peer.send({"jsonrpc": "2.0", "id": 2, "method": "session/set_model", "params": {}})
+        reply = await peer.recv()
+        assert reply["error"]["code"] == -32601
+        await peer.send({"jsonrpc": "2.0", "id": 3, "method": "_unknown/ext", "params": {}})
+        assert (await peer.recv())["error"]["code"] == -32601
+    finally:
+        await peer.close()
+
+
+async def test_blank_lines_and_unknown_fields_are_tolerated():
+    peer = await RawPeer.start()
+    try:
+        await peer.send_line("")
+        await peer.send_line("   ")
+        params = {"protocolVersion": 1, "clientInfo": None, "futureField": {"a": 1}}
+        await peer.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+        answer = await peer.recv()
+        assert answer["result"]["agentInfo"]["name"] == "clio-acp"
+    finally:
+        await peer.close()
+
+
+def test_regular_files_work_as_stdin_and_stdout(tmp_path):
+    requests = tmp_path / "in.jsonl"
+    replies = tmp_path / "out.jsonl"
+    requests.write_text(
+        "garbage\n"
+        + json.dumps(INIT)
+        + "\n"
+        + json.dumps({"jsonrpc": "2.0", "id": 2, "method": "logout", "params": {}})
+        + "\n"
+    )
+    with requests.open("rb") as stdin, replies.open("wb") as stdout:
+        proc = subprocess.run(
+            [sys.executable, "-m", "clio_acp", "acp"],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            env=subprocess_env(),
+            timeout=60,
+        )
+    assert proc.returncode == 0, proc.stderr.decode()
+    lines = [json.loads(line) for line in replies.read_text().splitlines()]
+    by_id = {m.get("id"): m for m in lines}
+    assert by_id[None]["error"]["code"] == -32700
+    assert by_id[1]["result"]["protocolVersion"] == 1
+    assert by_id[2]["result"] == {}
+
+
+def test_stray_output_of_the_process_and_its_children_goes_to_stderr(tmp_path):
+    """fd-level protection: after protect_stdio, fd 1 is stderr for everyone."""
+    script = (
+        "import os, subprocess, sys\n"
+        "from clio_acp.acp.transport import protect_stdio\n"
+        "fds = protect_stdio()\n"
+        "print('STRAY-PRINT')\n"
+        "os.write(1, b'STRAY-FD1\\n')\n"
+        "subprocess.run(['sh', '-c', 'echo STRAY-CHILD; cat'], check=True)\n"
+        "os.write(fds.write_fd, b'{\"ok\": true}\\n')\n"
+        "data = os.read(fds.read_fd, 100)\n"
+        "os.write(fds.write_fd, data)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        input=b'{"echo": 1}\n',
+        capture_output=True,
+        env=subprocess_env(),
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.decode().splitlines() == ['{"ok": true}', '{"echo": 1}']
+    for marker in ("STRAY-PRINT", "STRAY-FD1", "STRAY-CHILD"):
+        assert marker in proc.stderr.decode()
+
+
+async def _pipe_pair() -> tuple[LineTransport, int, int]:
+    c2a_r, c2a_w = os.pipe()
+    a2c_r, a2c_w = os.pipe()
+    transport = LineTransport(c2a_r, a2c_w)
+    await transport.start()
+    return transport, c2a_w, a2c_r
+
+
+_buffers: dict[int, bytearray] = {}
+
+
+async def _read_json(fd: int) -> dict:
+    buf = _buffers.setdefault(fd, bytearray())
+    while b"\n" not in buf:
+        chunk = await asyncio.to_thread(os.read, fd, 65536)
+        assert chunk, "eof"
+        buf.extend(chunk)
+    line, _, rest = bytes(buf).partition(b"\n")
+    buf[:] = rest
+    return json.loads(line)
+
+
+async def test_cancel_request_answers_the_cancelled_request_with_minus_32800():
+    """Pins the SDK seam we rely on: each handler task sees its own request id."""
+    agent = ClioAcpAgent(lambda **_: None)
+    started = asyncio.Event()
+
+    async def slow(params):
+        started.set()
+        await asyncio.sleep(60)
+        return {"late": True}
+
+    async def quick(params):
+        return {"quick": params}
+
+    router = MessageRouter()
+    router.add_route(Route(method="test/slow", func=agent.track(slow), kind="request"))
+    router.add_route(Route(method="test/quick", func=agent.track(quick), kind="request"))
+
+    async def cancel(params):
+        from acp.schema import CancelRequestNotification
+
+        await agent.cancel_request(CancelRequestNotification.model_validate(params))
+
+    router.add_route(Route(method="$/cancel_request", func=cancel, kind="notification"))
+    transport, to_agent, from_agent = await _pipe_pair()
+    conn = Connection(router, transport)
+    try:
+        os.write(to_agent, b'{"jsonrpc":"2.0","id":"s1","method":"test/slow","params":{}}\n')
+        await asyncio.wait_for(started.wait(), 10)
+        os.write(to_agent, b'{"jsonrpc":"2.0","id":2,"method":"test/quick","params":{"a":1}}\n')
+        assert (await _read_json(from_agent))["result"] == {"quick": {"a": 1}}
+        os.write(
+            to_agent, b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"s1"}}\n'
+        )
+        reply = await asyncio.wait_for(_read_json(from_agent), 10)
+        assert reply["id"] == "s1"
+        assert reply["error"]["code"] == REQUEST_CANCELLED
+        # the connection still serves
+        os.write(to_agent, b'{"jsonrpc":"2.0","id":3,"method":"test/quick","params":{}}\n')
+        assert (await _read_json(from_agent))["id"] == 3
+    finally:
+        await conn.close()
+        for fd in (to_agent, from_agent):
+            os.close(fd)
+
+
+async def test_after_response_callback_runs_after_the_response_is_written():
+    order: list[str] = []
+    transport, to_agent, from_agent = await _pipe_pair()
+
+    async def handler(method, params, is_notification):
+        from clio_acp.acp.transport import CURRENT_REQUEST_ID
+
+        async def later():
+            order.append("callback")
+            await transport.send({"jsonrpc": "2.0", "method": "after", "params": {}})
+
+        transport.after_response(CURRENT_REQUEST_ID.get(), later)
+        await asyncio.sleep(0.05)  # give a wrongly scheduled callback the chance to run
+        order.append("handler")
+        return {"done": True}
+
+    conn = Connection(handler, transport)
+    try:
+        os.write(to_agent, b'{"jsonrpc":"2.0","id":1,"method":"x","params":{}}\n')
+        first = await asyncio.wait_for(_read_json(from_agent), 10)
+        second = await asyncio.wait_for(_read_json(from_agent), 10)
+        assert first["id"] == 1 and first["result"] == {"done": True}
+        assert second["method"] == "after"
+        assert order == ["handler", "callback"]
+    finally:
+        await conn.close()
+        for fd in (to_agent, from_agent):
+            os.close(fd)
