@@ -220,7 +220,7 @@ class ClioAcpAgent:
 
         return factory
 
-    async def drain(self, timeout: float) -> None:
+    async def drain(self, grace_s: float) -> None:
         """Let requests already received finish (input ended: answers still go out).
 
         The SDK's ``Connection`` treats end of input as a disconnect, so
@@ -230,7 +230,7 @@ class ClioAcpAgent:
         await asyncio.sleep(0)  # handler tasks created at end of input start and register
         pending = {t for t in self._running if not t.done()}
         if pending:
-            await asyncio.wait(pending, timeout=timeout)
+            await asyncio.wait(pending, timeout=grace_s)
 
     async def aclose(self) -> None:
         for sid in list(self._hosted):

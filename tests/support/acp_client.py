@@ -52,6 +52,11 @@ def agent_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 AGENT_ARGV = [sys.executable, "-m", "clio_acp", "--log-level", "INFO", "acp"]
 
 
+def _write(path: Path, content: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+
+
 @dataclass
 class _Terminal:
     proc: asyncio.subprocess.Process
@@ -105,13 +110,13 @@ class RecordingClient:
             out.append(upd)
         return out
 
-    async def wait_update(self, pred: Callable[[dict[str, Any]], bool], timeout: float = 20):
+    async def wait_update(self, pred: Callable[[dict[str, Any]], bool], wait_s: float = 20):
         for params in self.raw_updates:
             if pred(params):
                 return params
         fut = asyncio.get_running_loop().create_future()
         self._update_waiters.append((pred, fut))
-        return await asyncio.wait_for(fut, timeout)
+        return await asyncio.wait_for(fut, wait_s)
 
     # -- Client protocol (SDK) -------------------------------------------------
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
@@ -140,13 +145,12 @@ class RecordingClient:
     async def read_text_file(self, path, session_id, limit=None, line=None, **kwargs):
         if path in self.files:
             return ReadTextFileResponse(content=self.files[path])
-        return ReadTextFileResponse(content=Path(path).read_text())
+        return ReadTextFileResponse(content=await asyncio.to_thread(Path(path).read_text))
 
     async def write_text_file(self, content, path, session_id, **kwargs):
         self.writes.append((path, content))
         self.files[path] = content
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(content)
+        await asyncio.to_thread(_write, Path(path), content)
         return WriteTextFileResponse()
 
     async def create_terminal(
@@ -270,9 +274,9 @@ class RawPeer:
     async def send(self, message: dict[str, Any]) -> None:
         await self.send_line(json.dumps(message))
 
-    async def recv(self, timeout: float = 20) -> dict[str, Any]:
+    async def recv(self, wait_s: float = 20) -> dict[str, Any]:
         assert self.proc.stdout is not None
-        line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+        line = await asyncio.wait_for(self.proc.stdout.readline(), wait_s)
         if not line:
             raise EOFError("agent closed stdout")
         self.lines.append(line)
@@ -282,7 +286,7 @@ class RawPeer:
         self, pred: Callable[[dict], bool], timeout: float = 20
     ) -> tuple[dict, list[dict]]:
         seen: list[dict] = []
-        deadline = asyncio.get_running_loop().time() + timeout
+        deadline = asyncio.get_running_loop().time() + wait_s
         while True:
             msg = await self.recv(max(0.1, deadline - asyncio.get_running_loop().time()))
             if pred(msg):
