@@ -283,7 +283,7 @@ class RawPeer:
         return json.loads(line)  # a non-JSON line on stdout fails the test here
 
     async def recv_until(
-        self, pred: Callable[[dict], bool], timeout: float = 20
+        self, pred: Callable[[dict], bool], wait_s: float = 20
     ) -> tuple[dict, list[dict]]:
         seen: list[dict] = []
         deadline = asyncio.get_running_loop().time() + wait_s
