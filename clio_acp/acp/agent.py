@@ -98,6 +98,13 @@ CONFIG_MODE = "mode"
 CONFIG_MODEL = "model"
 CONFIG_MEMORY = "memory_tier"
 
+_MEMORY_TIER_OVERRIDES: dict[str, dict[str, Any] | None] = {
+    "off": {"enabled": False},
+    "rules": {"enabled": True, "target": None},
+    "llm": None,  # the file's own memory route
+}
+"""Memory tier config option → ``context.memory`` override (MEMORY_SPEC §10 settings)."""
+
 
 class _InitializeExtras(BaseModel):
     """Client capabilities the SDK schema (1.19.0) does not model yet."""
@@ -188,8 +195,13 @@ class ClioAcpAgent:
         self._inflight: dict[Any, Callable[[], Awaitable[None] | None]] = {}
         self._running: set[asyncio.Task[Any]] = set()
         self._presentation = updates.Presentation()
-        self._tools: Any = None
+        self._tools: ClientTools | None = None
         self._initialized = False
+        self._overrides: dict[str, Any] = {}
+        settings_now = self._file_settings()
+        self._llm_memory_target = (
+            settings_now.context.memory.target if settings_now is not None else None
+        )
 
     # -- wiring ---------------------------------------------------------------------
 
@@ -389,19 +401,27 @@ class ClioAcpAgent:
         try:
             sid = str(params["sessionId"])
             config_id = str(params["configId"])
-            value = params["value"]
+            value = str(params["value"])
         except (KeyError, TypeError):
             raise RequestError.invalid_params(
                 {"details": "sessionId, configId and value are required"}
             ) from None
         hosted = self._get(sid)
         if config_id == CONFIG_MODE:
-            self._set_mode(hosted, str(value))
+            self._set_mode(hosted, value)
             self._enqueue(hosted, updates.current_mode_update(hosted.session.mode))
         elif config_id == CONFIG_MODEL and self._model_choices():
-            self._apply(hosted.session, "set_model", str(value), self._model_choices())
-        elif config_id == CONFIG_MEMORY and hasattr(hosted.session, "set_memory_tier"):
-            self._apply(hosted.session, "set_memory_tier", str(value), _memory_tiers())
+            if value not in {v for v, _ in self._model_choices()}:
+                raise RequestError.invalid_params({"details": f"unknown model {value!r}"})
+            target, _, model = value.partition("/")
+            self._override("chat", {"target": target, "model": model or None})
+        elif config_id == CONFIG_MEMORY and self._settings is not None:
+            tiers = {v for v, _ in self._memory_tiers()}
+            if value not in tiers:
+                raise RequestError.invalid_params(
+                    {"details": f"unknown memory tier {value!r}; one of {', '.join(sorted(tiers))}"}
+                )
+            self._override("memory", _MEMORY_TIER_OVERRIDES[value])
         else:
             raise RequestError.invalid_params({"details": f"unknown config option {config_id!r}"})
         return {"configOptions": self._config_options(hosted.session)}
@@ -413,32 +433,52 @@ class ClioAcpAgent:
             )
         hosted.session.set_mode(mode)
 
-    def _apply(self, session: Any, method: str, value: str, choices: list[tuple[str, str]]) -> None:
-        if value not in {v for v, _ in choices}:
-            raise RequestError.invalid_params({"details": f"unknown value {value!r}"})
+    def _override(self, key: str, overlay: dict[str, Any] | None) -> None:
+        """Lay an editor override over the settings (``SettingsStore.set_overrides``)."""
+        if overlay is None:
+            self._overrides.pop(key, None)
+        else:
+            self._overrides[key] = overlay
+        merged: dict[str, Any] = {}
+        if "chat" in self._overrides:
+            merged["chat"] = self._overrides["chat"]
+        if "memory" in self._overrides:
+            merged["context"] = {"memory": self._overrides["memory"]}
+        setter = getattr(self._settings, "set_overrides", None)
+        if setter is None or not setter(merged):
+            raise RequestError.invalid_params({"details": "the settings refused this value"})
+
+    def _file_settings(self) -> Any:
+        if self._settings is None:
+            return None
         try:
-            getattr(session, method)(value)
-        except ValueError as exc:
-            raise RequestError.invalid_params({"details": str(exc)}) from None
+            return self._settings()
+        except Exception:
+            return None
 
     def _model_choices(self) -> list[tuple[str, str]]:
-        """(value, label) for each configured target's models, ``target/model``."""
-        if self._settings is None:
+        """(``target/model``, label) for each configured target's default model."""
+        settings = self._file_settings()
+        if settings is None:
             return []
-        try:
-            targets = self._settings().targets
-        except Exception:
-            return []
-        choices: list[tuple[str, str]] = []
-        for target in targets:
-            data = target if isinstance(target, dict) else getattr(target, "__dict__", {})
-            tid = data.get("id") or data.get("name")
-            models = data.get("models") or ([data["model"]] if data.get("model") else [])
-            for model in models:
-                name = model if isinstance(model, str) else (model or {}).get("id")
-                if tid and name:
-                    choices.append((f"{tid}/{name}", f"{name} ({tid})"))
+        choices = []
+        for target in settings.targets:
+            model = target.default_model
+            value = f"{target.id}/{model}" if model else target.id
+            choices.append((value, f"{model} ({target.id})" if model else target.id))
         return choices
+
+    def _memory_tiers(self) -> list[tuple[str, str]]:
+        tiers = [("off", "Off"), ("rules", "Rules only")]
+        if self._llm_memory_target is not None:
+            tiers.append(("llm", "Rules + model"))
+        return tiers
+
+    def _current_tier(self) -> str:
+        settings = self._file_settings()
+        if settings is None or not settings.context.memory.enabled:
+            return "off"
+        return "rules" if settings.context.memory.target is None else "llm"
 
     def _config_options(self, session: Any) -> list[Any]:
         options: list[Any] = [
@@ -455,27 +495,32 @@ class ClioAcpAgent:
             )
         ]
         models = self._model_choices()
-        current_model = getattr(session, "model_id", None)
-        if models and hasattr(session, "set_model"):
+        settings = self._file_settings()
+        if models and settings is not None:
+            chat = settings.chat
+            current = f"{chat.target}/{chat.model}" if chat.model else (chat.target or "")
+            values = {v for v, _ in models}
             options.append(
                 SessionConfigOptionSelect(
                     id=CONFIG_MODEL,
                     name="Model",
+                    description="Chat model; a change applies to sessions started afterwards",
                     category="model",
                     type="select",
-                    current_value=current_model or models[0][0],
+                    current_value=current if current in values else models[0][0],
                     options=[SessionConfigSelectOption(value=v, name=n) for v, n in models],
                 )
             )
-        if hasattr(session, "set_memory_tier"):
+        if settings is not None:
             options.append(
                 SessionConfigOptionSelect(
                     id=CONFIG_MEMORY,
                     name="Task memory",
+                    description="off, rules tier only, or rules + the memory model",
                     type="select",
-                    current_value=getattr(session, "memory_tier", "rules"),
+                    current_value=self._current_tier(),
                     options=[
-                        SessionConfigSelectOption(value=v, name=n) for v, n in _memory_tiers()
+                        SessionConfigSelectOption(value=v, name=n) for v, n in self._memory_tiers()
                     ],
                 )
             )
@@ -562,9 +607,9 @@ class ClioAcpAgent:
         session = hosted.session
         message_id = uuid.uuid4().hex
         try:
-            text = await run_slash_command(session, name, args)
-        except (ValueError, KeyError, LookupError) as exc:
-            text = f"/{name}: {exc}\n"
+            text = await run_slash_command(session, self.manager().paths, name, args)
+        except (ValueError, LookupError, RuntimeError) as exc:
+            text = f"/{name}: {_message_of(exc)}\n"
         self._enqueue(hosted, updates.message_update(text, message_id))
         return "end_turn"
 
@@ -575,14 +620,20 @@ class ClioAcpAgent:
             board = BoardParams.model_validate(params)
             return self._get(board.session_id).session.board()
         if name == PROPOSE_METHOD:
+            from clio_acp.session import memory_ops
+
             p = ProposeParams.model_validate(params)
             session = self._get(p.session_id).session
             try:
-                return await session.propose_memory(
-                    p.entry_id, p.scope, acknowledge_global=p.acknowledge_global
+                return await memory_ops.propose_entry(
+                    session,
+                    self.manager().paths,
+                    p.entry_id,
+                    p.scope,
+                    acknowledge_global=p.acknowledge_global,
                 )
-            except KeyError as exc:
-                raise RequestError.invalid_params({"details": str(exc).strip("'\"")}) from None
+            except (KeyError, ValueError) as exc:
+                raise RequestError.invalid_params({"details": _message_of(exc)}) from None
         raise RequestError.method_not_found("_" + name)
 
     async def ext_notification(self, name: str, params: dict[str, Any]) -> None:
@@ -755,6 +806,13 @@ class ClioAcpAgent:
         return run
 
 
+def _message_of(exc: BaseException) -> str:
+    # KeyError's str() is the repr of its argument; show the plain message.
+    if isinstance(exc, KeyError) and type(exc).__str__ is KeyError.__str__ and exc.args:
+        return str(exc.args[0])
+    return str(exc)
+
+
 def _uncancel() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
@@ -771,10 +829,6 @@ def _is_not_found(exc: BaseException) -> bool:
     except ImportError:  # pragma: no cover - the core always ships it
         return False
     return isinstance(exc, SessionNotFound)
-
-
-def _memory_tiers() -> list[tuple[str, str]]:
-    return [("off", "Off"), ("rules", "Rules only"), ("llm", "Rules + model")]
 
 
 def prompt_text(blocks: list[Any]) -> str:
@@ -816,12 +870,14 @@ def parse_slash(text: str) -> tuple[str, list[str]] | None:
     return name, args
 
 
-async def run_slash_command(session: Any, name: str, args: list[str]) -> str:
+async def run_slash_command(session: Any, paths: Any, name: str, args: list[str]) -> str:
     """Run one of our slash commands against ``session``; the text to show.
 
-    Raises ``ValueError`` for bad usage (the message is shown to the user).
+    Raises ``ValueError`` / ``KeyError`` for bad usage or unknown ids (the message is
+    shown to the user; the session goes on).
     """
     from clio_acp.acp.render import render_board, render_usage
+    from clio_acp.session import memory_ops
 
     if name == "memory":
         if not args:
@@ -832,13 +888,27 @@ async def run_slash_command(session: Any, name: str, args: list[str]) -> str:
         if verb in ("approve", "reject"):
             if len(rest) != 1:
                 raise ValueError(f"usage: /memory {verb} RECORD_ID")
-            result = await getattr(session, f"{verb}_memory")(rest[0])
-            return f"{verb}d {rest[0]}: {result}\n" if result else f"{verb}d {rest[0]}\n"
+            op = memory_ops.approve_record if verb == "approve" else memory_ops.reject_record
+            record_id = await op(paths, rest[0])
+            return f"{'Approved' if verb == 'approve' else 'Rejected'} {record_id}.\n"
         if verb == "promote":
-            if len(rest) != 2 or rest[1] not in ("repo", "global"):
-                raise ValueError("usage: /memory promote ENTRY_ID repo|global")
-            result = await session.propose_memory(rest[0], rest[1], acknowledge_global=True)
-            return f"proposed {rest[0]} ({rest[1]}): {result}\n"
+            ack = rest[2:] == ["ack"]
+            if len(rest) not in (2, 3) or rest[1] not in ("repo", "global") or (
+                len(rest) == 3 and not ack
+            ):
+                raise ValueError("usage: /memory promote ENTRY_ID repo|global [ack]")
+            result = await memory_ops.propose_entry(
+                session, paths, rest[0], rest[1], acknowledge_global=ack
+            )
+            if result["status"] == "needs_acknowledgement":
+                return (
+                    "Global scope applies to every repository: repeat with "
+                    f"`/memory promote {rest[0]} global ack` to confirm.\n"
+                )
+            return (
+                f"Proposed {result['recordId']} ({rest[1]}, unapproved). "
+                f"Approve with /memory approve {result['recordId']}.\n"
+            )
         raise ValueError(
             f"unknown verb {verb!r}; use seed, approve ID, reject ID or promote ENTRY repo|global"
         )
@@ -849,7 +919,7 @@ async def run_slash_command(session: Any, name: str, args: list[str]) -> str:
         return f"Handoff written: {path}\n"
     if name == "compact":
         await session.compact()
-        return "Compacted.\n"
+        return "Compaction done.\n"
     raise ValueError(f"unknown command /{name}")
 
 
