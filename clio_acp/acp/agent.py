@@ -893,8 +893,10 @@ async def run_slash_command(session: Any, paths: Any, name: str, args: list[str]
             return f"{'Approved' if verb == 'approve' else 'Rejected'} {record_id}.\n"
         if verb == "promote":
             ack = rest[2:] == ["ack"]
-            if len(rest) not in (2, 3) or rest[1] not in ("repo", "global") or (
-                len(rest) == 3 and not ack
+            if (
+                len(rest) not in (2, 3)
+                or rest[1] not in ("repo", "global")
+                or (len(rest) == 3 and not ack)
             ):
                 raise ValueError("usage: /memory promote ENTRY_ID repo|global [ack]")
             result = await memory_ops.propose_entry(

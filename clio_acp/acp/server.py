@@ -17,7 +17,7 @@ from acp.connection import Connection
 from clio_acp.acp.agent import ClioAcpAgent, build_router
 from clio_acp.acp.transport import LineTransport, ProtocolFds, protect_stdio
 from clio_acp.paths import resolve_paths
-from clio_acp.settings import Settings, load_settings
+from clio_acp.settings import SettingsStore, settings_path
 
 log = logging.getLogger(__name__)
 
@@ -36,25 +36,7 @@ def main() -> int:
     return 0
 
 
-class _SettingsSource:
-    """Settings read from ``<config>/settings.yaml`` on first use; a broken file is
-    reported on stderr and replaced by the defaults (the agent still starts)."""
-
-    def __init__(self) -> None:
-        self._settings: Settings | None = None
-
-    def __call__(self) -> Settings:
-        if self._settings is None:
-            path = resolve_paths().settings_file
-            try:
-                self._settings = load_settings(path)
-            except Exception as exc:
-                log.error("settings file %s is invalid, using defaults: %s", path, exc)
-                self._settings = Settings()
-        return self._settings
-
-
-def _manager_factory(settings: _SettingsSource):
+def _manager_factory(settings: SettingsStore):
     def make(**kwargs: Any):
         from clio_acp.session.manager import SessionManager  # deferred: fast initialize
 
@@ -69,7 +51,10 @@ async def serve(fds: ProtocolFds) -> None:
     """Serve one client over ``fds`` until end of input."""
     transport = LineTransport(fds.read_fd, fds.write_fd)
     await transport.start()
-    settings = _SettingsSource()
+    settings = SettingsStore(settings_path(resolve_paths().config))
+    if settings.error is not None:
+        log.error("settings: %s (using defaults)", settings.error)
+    watcher = asyncio.get_running_loop().create_task(_watch(settings))
     agent = ClioAcpAgent(_manager_factory(settings), settings=settings)
     conn = Connection(build_router(agent), transport, listening=False)
     agent.attach(conn, transport)
@@ -77,5 +62,16 @@ async def serve(fds: ProtocolFds) -> None:
         await conn.main_loop()
         await agent.drain(EOF_GRACE_S)
     finally:
+        watcher.cancel()
         await agent.aclose()
         await conn.close()
+
+
+async def _watch(settings: SettingsStore) -> None:
+    """Live reload of settings.yaml; a watcher failure only costs live reload."""
+    try:
+        await settings.watch()
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.warning("settings live reload unavailable", exc_info=True)
