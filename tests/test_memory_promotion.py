@@ -249,3 +249,55 @@ async def test_async_auto_proposal_copies_entries_before_the_write(
     )
     assert outcome.created == 1
     assert store.load()[0].lesson == "The operator requires visible reminders."
+
+
+async def test_auto_proposal_hook_reads_the_post_step_bank_and_reports_new_records(
+    store: MemoryStore, bank: TaskMemoryBank, tmp_path: Path
+) -> None:
+    import asyncio
+
+    from clio_acp.memory.promotion import make_auto_proposal_hook
+
+    proposed: list = []
+    hook = make_auto_proposal_hook(
+        store,
+        bank=lambda: bank,
+        session_id=lambda: "s1",
+        cwd=lambda: str(tmp_path),
+        on_proposed=proposed.extend,
+    )
+    status_id = bank.status.id
+    hook(("tm-k-1", status_id, "tm-k-99", "tm-k-1"))
+    # The entry changes after the step: the proposal keeps what the reminder cited.
+    bank.save("knowledge", "Changed later.", "tm-k-1")
+    for _ in range(200):
+        if proposed:
+            break
+        await asyncio.sleep(0.02)
+    assert [r.lesson for r in proposed] == ["The operator requires visible reminders."]
+    assert [r.provenance.source_entry_id for r in store.load()] == ["tm-k-1"]
+    hook(("tm-k-2",))  # unknown now → nothing
+    proposed.clear()
+    hook(("tm-p-2",))
+    for _ in range(200):
+        if proposed:
+            break
+        await asyncio.sleep(0.02)
+    assert len(store.load()) == 2 and proposed[0].scope == "repo"
+
+
+def test_auto_proposal_hook_without_a_loop_writes_synchronously(
+    store: MemoryStore, bank: TaskMemoryBank, tmp_path: Path
+) -> None:
+    from clio_acp.memory.promotion import make_auto_proposal_hook
+
+    hook = make_auto_proposal_hook(
+        store, bank=lambda: bank, session_id=lambda: None, cwd=lambda: str(tmp_path)
+    )
+    hook(("tm-k-1",))
+    assert not store.path.exists()  # no session id: nothing is proposed
+    hook = make_auto_proposal_hook(
+        store, bank=lambda: bank, session_id=lambda: "s", cwd=lambda: str(tmp_path)
+    )
+    hook(("tm-k-1",))
+    assert len(store.load()) == 1

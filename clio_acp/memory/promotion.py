@@ -21,7 +21,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +47,7 @@ __all__ = [
     "ScopeSelection",
     "apromote",
     "apropose_injected_entries",
+    "make_auto_proposal_hook",
     "promote",
     "promoted_record_id",
     "propose_injected_entries",
@@ -346,6 +347,8 @@ class ProposalOutcome:
     records: list[MemoryRecord] = field(default_factory=list)
     created: int = 0
     errors: list[str] = field(default_factory=list)
+    new_records: list[MemoryRecord] = field(default_factory=list)
+    """The records this call created (a subset of ``records``)."""
 
 
 def propose_injected_entries(
@@ -396,7 +399,9 @@ def propose_injected_entries(
             outcome.errors.append(message)
             continue
         outcome.records.append(result.record)
-        outcome.created += int(result.created)
+        if result.created:
+            outcome.created += 1
+            outcome.new_records.append(result.record)
     return outcome
 
 
@@ -434,3 +439,71 @@ class _FrozenEntry:
     @classmethod
     def of(cls, entry: PromotableEntry) -> _FrozenEntry:
         return cls(entry.id, entry.kind, entry.content, entry.created_at, entry.last_touched_at)
+
+
+class _BankLike(Protocol):
+    def get(self, entry_id: str) -> PromotableEntry | None: ...
+
+
+def make_auto_proposal_hook(
+    store: MemoryStore,
+    *,
+    bank: Callable[[], _BankLike | None],
+    session_id: Callable[[], str | None],
+    cwd: Callable[[], str | os.PathLike[str] | None],
+    on_proposed: Callable[[list[MemoryRecord]], Any] | None = None,
+) -> Callable[[tuple[str, ...]], None]:
+    """A ready ``on_injected_entries`` callback for the middleware (§6 auto-proposal).
+
+    The middleware calls it synchronously with the ids an **LLM-tier** injected
+    reminder cited (it never calls it for rules-tier reminders or a stale
+    generation). The hook reads those entries from the post-step bank *now*, then
+    writes the proposals in a worker thread as a background task on the running loop
+    (fire-and-forget: errors are logged). ``on_proposed`` gets the newly created
+    records, e.g. to emit memory-proposal events. Without a running loop it writes
+    synchronously.
+    """
+    pending: set[asyncio.Task[Any]] = set()
+
+    def hook(cited: tuple[str, ...]) -> None:
+        live = bank()
+        if live is None:
+            return
+        entries = [
+            _FrozenEntry.of(entry)
+            for entry in (live.get(entry_id) for entry_id in dict.fromkeys(cited))
+            if entry is not None and entry.kind in ("knowledge", "procedural")
+        ]
+        if not entries:
+            return
+        sid, folder = session_id(), cwd()
+
+        def write() -> ProposalOutcome:
+            return propose_injected_entries(
+                store, tier="llm", session_id=sid, cwd=folder, entries=entries
+            )
+
+        def report(outcome: ProposalOutcome) -> None:
+            if outcome.new_records and on_proposed is not None:
+                try:
+                    on_proposed(list(outcome.new_records))
+                except Exception:
+                    logger.warning("memory proposal callback failed", exc_info=True)
+
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            report(write())
+            return
+
+        async def run() -> None:
+            try:
+                report(await asyncio.to_thread(write))
+            except Exception:
+                logger.warning("memory auto-proposal failed", exc_info=True)
+
+        task = loop.create_task(run())
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    return hook
