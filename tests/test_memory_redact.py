@@ -126,3 +126,13 @@ def test_json_leaves_are_redacted_and_stay_valid_json() -> None:
 def test_json_secret_property_keeps_short_or_spaced_values() -> None:
     assert redact_json_value({"token": "short"}) == {"token": "short"}
     assert redact_json_value({"name": "plainvalue123"}) == {"name": "plainvalue123"}
+
+
+def test_assignment_value_never_swallows_an_existing_marker() -> None:
+    # Regression (found by the property test): the masked marker used to become part
+    # of an assignment value, so the jwt marker was lost and a second pass differed.
+    tally = RedactionTally()
+    out = redact_preserving_markers("api_key=api_key=[redacted:jwt]", tally)
+    assert out == "api_key=[redacted:assignment][redacted:jwt]"
+    assert tally.count == 1
+    assert redact_preserving_markers(out) == out
