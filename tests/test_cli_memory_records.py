@@ -85,9 +85,14 @@ def test_promote_approve_reject_list_round_trip(run_cli, handoff: Path, tmp_path
     assert listed.stdout.count("proposed  repo  confidence=0.6  evidence=session:sess-9") == 3
     assert "key: promotion:handoff-snapshot:sess-9:tm-k-1" in listed.stdout
     assert "lesson: The operator requires visible reminders." in listed.stdout
+    assert listed.stdout.count(f"  repository: {repo}") == 3
 
     assert run_cli("memory", "approve", ids[0]).stdout == f"approved {ids[0]}\n"
     assert run_cli("memory", "reject", ids[1]).stdout == f"rejected {ids[1]}\n"
+    approved_only = run_cli("memory", "list", "--status", "approved")
+    assert (
+        approved_only.stdout.startswith("1 memory record(s)\n") and ids[0] in approved_only.stdout
+    )
     data = {r["id"]: r for r in json.loads(run_cli("memory", "list", "--json").stdout)}
     assert data[ids[0]]["approved"] is True and "lastVerifiedAt" in data[ids[0]]
     assert "rejectedAt" in data[ids[1]] and data[ids[1]]["approved"] is False

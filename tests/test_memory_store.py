@@ -320,3 +320,13 @@ def test_layout_matches_json_dumps_indent_2(store: MemoryStore) -> None:
         json.dumps(expected, indent=2, ensure_ascii=False) + "\n"
     )
     assert '"confidence": 1,' in store.path.read_text(encoding="utf-8")
+
+
+async def test_concurrent_async_writers_in_one_process_lose_nothing(store: MemoryStore) -> None:
+    import asyncio
+
+    other = MemoryStore(store.path)  # a second handle on the same file, as a face would have
+    await asyncio.gather(
+        *((store if n % 2 else other).aadd_if_absent(make_record(n)) for n in range(30))
+    )
+    assert sorted(r.id for r in store.load()) == [f"mem-{n:016x}" for n in range(30)]

@@ -57,6 +57,11 @@ def register(verbs: argparse._SubParsersAction) -> None:
         "status (proposed, approved, rejected), scope, confidence, evidence, key and lesson.",
     )
     p.add_argument("--json", action="store_true", help="print the records as one JSON array")
+    p.add_argument(
+        "--status",
+        choices=["proposed", "approved", "rejected"],
+        help="only records with this status",
+    )
     p.set_defaults(func=_guard(_run_list))
 
     for verb, text in (
@@ -105,16 +110,24 @@ def register(verbs: argparse._SubParsersAction) -> None:
 
 
 def _describe(record: MemoryRecord) -> list[str]:
-    return [
+    lines = [
         f"{record.id}  {record.status}  {record.scope}  confidence={record.confidence:g}  "
         f"evidence={', '.join(record.evidence_refs)}",
         f"  key: {record.key}",
         f"  lesson: {record.lesson}",
     ]
+    identity = record.repository or record.runtime or record.agent
+    if identity is not None:
+        lines.insert(
+            1, f"  {record.scope if record.scope != 'repo' else 'repository'}: {identity.key}"
+        )
+    return lines
 
 
 def _run_list(args: argparse.Namespace) -> int:
     records = _store().load()
+    if args.status:
+        records = [r for r in records if r.status == args.status]
     if args.json:
         print(json.dumps([r.to_json_dict() for r in records], indent=2, ensure_ascii=False))
         return 0
