@@ -236,6 +236,12 @@ def test_invalid_snapshots_are_rejected_whole(text: str) -> None:
     assert parse_handoff_snapshot(text) is None
 
 
+def test_crlf_line_endings_still_parse() -> None:
+    text = "# Handoff\r\n\r\n" + fence(v2()).replace("\n", "\r\n") + "\r\n"
+    parsed = parse_handoff_snapshot(text)
+    assert parsed is not None and parsed.knowledge[0].content == "K one"
+
+
 def test_parse_dedups_and_sorts_source_values() -> None:
     data = v2(
         source={

@@ -84,7 +84,7 @@ _FENCE_RE = re.compile(
     + re.escape(HANDOFF_LANGUAGE)
     + "|"
     + re.escape(LEGACY_HANDOFF_LANGUAGE)
-    + r")\r?\n([^\r\n]+)\r?\n```(?:\n|\Z)"
+    + r")\r?\n([^\r\n]+)\r?\n```(?:\r?\n|\Z)"
 )
 
 
