@@ -330,3 +330,19 @@ async def test_concurrent_async_writers_in_one_process_lose_nothing(store: Memor
         *((store if n % 2 else other).aadd_if_absent(make_record(n)) for n in range(30))
     )
     assert sorted(r.id for r in store.load()) == [f"mem-{n:016x}" for n in range(30)]
+
+
+def test_unwritable_folder_is_a_clear_store_error(tmp_path: Path) -> None:
+    import os
+
+    if os.geteuid() == 0:
+        blocker = tmp_path / "not-a-dir"
+        blocker.write_text("x")  # a file where the folder should be: fails even for root
+        store = MemoryStore(blocker / "memory" / "records.json")
+    else:
+        folder = tmp_path / "ro"
+        folder.mkdir()
+        folder.chmod(0o500)
+        store = MemoryStore(folder / "memory" / "records.json")
+    with pytest.raises(MemoryStoreError, match="cannot write memory store"):
+        store.add_if_absent(make_record(1))

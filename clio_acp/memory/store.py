@@ -176,11 +176,11 @@ class MemoryStore:
         ``change`` gets the current records and returns ``(new_records, result)``;
         when ``new_records`` is the very list it was given, nothing is written.
         Raises ``MemoryStoreCorrupt`` (nothing written), ``MemoryStoreLimit`` when
-        the new list exceeds the cap, and ``filelock.Timeout`` wrapped in
-        ``MemoryStoreError`` when another process holds the lock too long.
+        the new list exceeds the cap, and ``MemoryStoreError`` when another process
+        holds the lock too long or the folder cannot be written (``OSError``).
         """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._lock:
                 current = self.load()
                 new_records, result = change(current)
@@ -197,6 +197,12 @@ class MemoryStore:
         except filelock.Timeout as exc:
             raise MemoryStoreError(
                 f"memory store {self.path} is locked by another process ({exc.lock_file})"
+            ) from exc
+        except MemoryStoreError:
+            raise
+        except OSError as exc:
+            raise MemoryStoreError(
+                f"cannot write memory store {self.path}: {exc.strerror or exc}"
             ) from exc
 
     def _write_atomic(self, text: str) -> None:
