@@ -71,6 +71,18 @@ def per_second(func: Callable[[str], object], texts: list[str], repeat: int) -> 
     return repeat * len(texts) / elapsed
 
 
+# Derailed, repetitive answers (~100-200 KB) that made the regex forms of §2 steps 2,
+# 3 and 10 quadratic; the parser must stay linear on them.
+DERAILED = {
+    "repeated <think>": "<think>" * 20_000,
+    "openers without '>'": "<operations>[]</operations>" + "<think " * 20_000,
+    "token run at the end": "<|a|>" + " " * 50_000 + "<|a|>" * 2_000 + " x",
+    "tag-less reminder": "<operations>[]</operations><context_for_action>"
+    + "<a " * 20_000
+    + "</context_for_action>",
+}
+
+
 def full_bank() -> TaskMemoryBank:
     clock_now = [datetime(2026, 1, 1, tzinfo=UTC)]
 
@@ -116,6 +128,7 @@ def main() -> int:
 
     parser_rates, naive_rates, ratios = [], [], []
     render_us, render_all_us, restored_us, step_rates = [], [], [], []
+    derailed_ms: dict[str, list[float]] = {name: [] for name in DERAILED}
     bank = full_bank()
     answer = (
         '<operations>[{"op":"update_status","content":"Tests pass."},'
@@ -132,6 +145,8 @@ def main() -> int:
         render_all_us.append(time_us(lambda: bank.render(10**9), 200))
         restored_us.append(time_us(lambda: bank.render_restored_state(2000), 200))
         step_rates.append(policy_steps_per_second(answer, 200))
+        for name, text in DERAILED.items():
+            derailed_ms[name].append(time_us(lambda text=text: parse_envelope(text), 3) / 1000)
 
     med = statistics.median
     figures = {
@@ -144,6 +159,7 @@ def main() -> int:
         "bank_render_unbounded_us": round(med(render_all_us), 1),
         "bank_render_restored_state_us": round(med(restored_us), 1),
         "policy_steps_per_s_full_bank": round(med(step_rates)),
+        "derailed_parse_ms": {name: round(med(v), 2) for name, v in derailed_ms.items()},
     }
     if args.json:
         print(json.dumps(figures))
@@ -161,6 +177,9 @@ def main() -> int:
     print(
         f"policy step (scripted answer, full bank) {figures['policy_steps_per_s_full_bank']:,} steps/s"
     )
+    print("derailed answers (parse time, ms):")
+    for name, ms in figures["derailed_parse_ms"].items():
+        print(f"  {name:<26}{ms:>10}")
     return 0
 
 

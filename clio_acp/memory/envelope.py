@@ -121,24 +121,51 @@ class ResolvedOperations:
 # ---------------------------------------------------------------------------------
 # Cleaning (§2 step 2)
 
-_REASONING_NAMES = r"(thinking|think|reasoning|scratchpad)"
-# Closed block: case-insensitive, attributes allowed, non-greedy, close tag matching
-# the opener (a backreference is case-insensitive under IGNORECASE).
-_CLOSED_REASONING = re.compile(
-    rf"<{_REASONING_NAMES}(?:\s[^>]*)?>.*?</\1\s*>", re.IGNORECASE | re.DOTALL
-)
-_OPEN_REASONING = re.compile(rf"<{_REASONING_NAMES}(?:\s[^>]*)?>", re.IGNORECASE)
+# A reasoning opener starts ``<think``/``<thinking``/``<reasoning``/``<scratchpad``
+# (any case); it is complete when the next ``>`` follows directly or after
+# whitespace-led attributes. Each block closes at the nearest ``</name\s*>`` of the
+# same name (any case). Written as a linear scan: the plain regex
+# ``<(name)(?:\s[^>]*)?>.*?</\1\s*>`` is quadratic on a derailed answer that
+# repeats openers (e.g. 20000 × ``<think>`` took 47 s).
+_REASONING_OPEN_START = re.compile(r"<(thinking|think|reasoning|scratchpad)", re.IGNORECASE)
+_REASONING_CLOSE = {
+    name: re.compile(rf"</{name}\s*>", re.IGNORECASE)
+    for name in ("thinking", "think", "reasoning", "scratchpad")
+}
 # A markdown fence line: optional spaces or tabs, ``` and the rest of the line.
 _FENCE_LINE = re.compile(r"^[ \t]*```[^\n]*(?:\n|$)", re.MULTILINE)
 
 
+def _remove_reasoning(text: str) -> str:
+    """Remove closed reasoning blocks, then everything from a dangling opener on."""
+    kept: list[str] = []
+    pos = 0  # start of the text not yet copied to ``kept``
+    search_at = 0
+    while True:
+        match = _REASONING_OPEN_START.search(text, search_at)
+        if match is None:
+            break
+        gt = text.find(">", match.end())
+        if gt < 0:
+            break  # no later opener can complete either
+        attributes = text[match.end() : gt]
+        if attributes and not attributes[0].isspace():
+            search_at = match.start() + 1  # e.g. <thinker>: not a reasoning tag
+            continue
+        close = _REASONING_CLOSE[match.group(1).lower()].search(text, gt + 1)
+        if close is None:
+            kept.append(text[pos : match.start()])  # dangling: cut to the end
+            return "".join(kept)
+        kept.append(text[pos : match.start()])
+        pos = search_at = close.end()
+    kept.append(text[pos:])
+    return "".join(kept)
+
+
 def clean_response(text: str) -> str:
     """§2 step 2: drop reasoning blocks (closed, then a dangling opener to the end),
-    drop markdown fence lines, trim. Never raises for a ``str``."""
-    text = _CLOSED_REASONING.sub("", text)
-    dangling = _OPEN_REASONING.search(text)
-    if dangling is not None:
-        text = text[: dangling.start()]
+    drop markdown fence lines, trim. Linear time; never raises for a ``str``."""
+    text = _remove_reasoning(text)
     text = _FENCE_LINE.sub("", text)
     return text.strip()
 
@@ -153,10 +180,9 @@ _CONTROL_TOKEN_SRC = (
 )
 _CONTROL_TOKEN = re.compile(_CONTROL_TOKEN_SRC)
 _ENVELOPE_TAG_SRC = r"</?operations>|</?context_for_action>|<no_intervention\s*/?>"
-_TOKEN_BEFORE_TAG = re.compile(rf"(?:{_CONTROL_TOKEN_SRC})(?=\s*(?:{_ENVELOPE_TAG_SRC}))")
-_TOKEN_AFTER_TAG = re.compile(rf"({_ENVELOPE_TAG_SRC})(\s*)(?:{_CONTROL_TOKEN_SRC})")
-_TOKEN_AT_START = re.compile(rf"^\s*(?:{_CONTROL_TOKEN_SRC})")
-_TOKEN_AT_END = re.compile(rf"(?:{_CONTROL_TOKEN_SRC})\s*$")
+# One pass over the text splits it into control tokens, envelope tags, whitespace
+# runs and (between matches) other text.
+_BOUNDARY_PIECES = re.compile(rf"(?P<tok>{_CONTROL_TOKEN_SRC})|(?P<tag>{_ENVELOPE_TAG_SRC})|\s+")
 
 
 def has_control_token(text: str) -> bool:
@@ -167,18 +193,41 @@ def has_control_token(text: str) -> bool:
 def strip_boundary_tokens(text: str) -> str:
     """§2 step 3: remove control tokens that sit (ignoring whitespace) directly
     before or after an envelope tag or at the start or end of the text; tokens in
-    the middle of text stay so that validation can see them. Returns trimmed text."""
+    the middle of text stay so that validation can see them. A run of tokens is
+    removed as a whole when one end of it touches a boundary. Returns trimmed text.
+    """
     if _CONTROL_TOKEN.search(text) is None:
         return text.strip()
-    # Each pass removes at least one token or stops; tokens are finite.
-    while True:
-        before = text
-        text = _TOKEN_AT_START.sub("", text)
-        text = _TOKEN_AT_END.sub("", text)
-        text = _TOKEN_BEFORE_TAG.sub("", text)
-        text = _TOKEN_AFTER_TAG.sub(r"\1\2", text)
-        if text == before:
-            return text.strip()
+    # pieces: (kind, start, end) with kind in tok | tag | ws | text
+    pieces: list[tuple[str, int, int]] = []
+    at = 0
+    for match in _BOUNDARY_PIECES.finditer(text):
+        if match.start() > at:
+            pieces.append(("text", at, match.start()))
+        kind = "tok" if match.group("tok") else "tag" if match.group("tag") else "ws"
+        pieces.append((kind, match.start(), match.end()))
+        at = match.end()
+    if at < len(text):
+        pieces.append(("text", at, len(text)))
+    removable = [False] * len(pieces)
+    # Left to right: a token whose nearest non-space neighbour on the left is the
+    # start, a tag or a removable token is removable; then the same right to left.
+    for order in (range(len(pieces)), range(len(pieces) - 1, -1, -1)):
+        boundary = True  # the text's start (or end) is a boundary
+        for i in order:
+            kind = pieces[i][0]
+            if kind == "ws":
+                continue
+            if kind == "tok":
+                if boundary:
+                    removable[i] = True
+                continue  # a token keeps the boundary state of its neighbour
+            boundary = kind == "tag"
+    return "".join(
+        text[start:end]
+        for (kind, start, end), drop in zip(pieces, removable, strict=True)
+        if not drop
+    ).strip()
 
 
 # ---------------------------------------------------------------------------------
@@ -356,6 +405,19 @@ _SENTENCE_SPLIT = re.compile(r"[.!?](?=\s)|\n")
 _CITATION = re.compile(r"\[[^\]]*\]")
 
 
+def _upto_last_gt(text: str) -> tuple[str, str]:
+    """Split after the last ``>``: a tag shape can only end there. Matching tag
+    regexes on the head alone keeps them linear (an attempt that finds no ``>``
+    would otherwise rescan to the end from every ``<``)."""
+    last = text.rfind(">")
+    return text[: last + 1], text[last + 1 :]
+
+
+def _replace_tag_shapes(text: str) -> str:
+    head, tail = _upto_last_gt(text)
+    return _TAG_SHAPE.sub(" ", head) + tail
+
+
 def _repeats_a_sentence(body: str) -> bool:
     seen: set[str] = set()
     for piece in _SENTENCE_SPLIT.split(body):
@@ -376,7 +438,7 @@ def reminder_rejection(raw_body: str, cleaned: str, reference_text: str = "") ->
     """
     if has_control_token(raw_body):
         return "reminder holds a control token"
-    if _ENVELOPE_TAG_SHAPE.search(raw_body):
+    if _ENVELOPE_TAG_SHAPE.search(_upto_last_gt(raw_body)[0]):
         return "reminder holds an envelope tag"
     lines = [line for line in raw_body.splitlines() if line.strip()]
     if len(lines) > REMINDER_MAX_LINES:
@@ -391,7 +453,7 @@ def reminder_rejection(raw_body: str, cleaned: str, reference_text: str = "") ->
     scripts = foreign_scripts(cleaned, reference_text)
     if scripts:
         return f"reminder uses a script absent from the prompt ({', '.join(scripts)})"
-    if _repeats_a_sentence(_TAG_SHAPE.sub(" ", raw_body)):
+    if _repeats_a_sentence(_replace_tag_shapes(raw_body)):
         return "reminder repeats a sentence"
     return None
 
@@ -409,7 +471,7 @@ def _phase_two(after: str, reference_text: str) -> tuple[str | None, str | None]
     if close < 0:
         return None, "reminder was cut off (no </context_for_action>)"
     raw_body = after[body_start:close]
-    cleaned = collapse_whitespace(_TAG_SHAPE.sub(" ", raw_body))
+    cleaned = collapse_whitespace(_replace_tag_shapes(raw_body))
     if not cleaned:
         return None, None
     rejection = reminder_rejection(raw_body, cleaned, reference_text)

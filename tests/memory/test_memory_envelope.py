@@ -525,3 +525,101 @@ def _reference_scan(text: str, start: int) -> int | None:
 )
 def test_bracket_scan_matches_the_character_by_character_definition(text, start):
     assert find_operations_end(text, start) == _reference_scan(text, start)
+
+
+# --- linear-time rewrites checked against the regex definitions ---------------------
+
+_TOKEN_SRC = (
+    r"<\|[A-Za-z0-9_. \-]{1,48}\|>|</?s>|<start_of_turn>|<end_of_turn>|<bos>|<eos>|<pad>"
+    r"|<unk>|\[/?INST\]|<</?SYS>>"
+)
+_TAG_SRC = r"</?operations>|</?context_for_action>|<no_intervention\s*/?>"
+
+
+def _reference_strip_tokens(text: str) -> str:
+    """§2 step 3 as repeated regex removals until nothing changes (test oracle)."""
+    import re
+
+    patterns = [
+        (re.compile(rf"^\s*(?:{_TOKEN_SRC})"), ""),
+        (re.compile(rf"(?:{_TOKEN_SRC})\s*$"), ""),
+        (re.compile(rf"(?:{_TOKEN_SRC})(?=\s*(?:{_TAG_SRC}))"), ""),
+        (re.compile(rf"({_TAG_SRC})(\s*)(?:{_TOKEN_SRC})"), r"\1\2"),
+    ]
+    while True:
+        before = text
+        for pattern, repl in patterns:
+            text = pattern.sub(repl, text)
+        if text == before:
+            return text.strip()
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "<|im_end|>",
+                "</s>",
+                "[INST]",
+                "<<SYS>>",
+                "<operations>",
+                "</operations>",
+                "<no_intervention />",
+                "<context_for_action>",
+                " ",
+                "\n",
+                "x",
+                "[]",
+                "<",
+                "|>",
+            ]
+        ),
+        max_size=14,
+    ).map("".join)
+)
+def test_boundary_token_strip_matches_the_iterative_definition(text):
+    assert strip_boundary_tokens(text) == _reference_strip_tokens(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a<think>x</think>b<THINK>y</Think >c", "abc"),
+        ("a<think><think>x</think>y</think>", "ay</think>"),  # nearest close wins
+        ("a<reasoning>x</think>b", "a"),  # wrong close: dangling from the opener
+        ("a<think/>b", "a<think/>b"),  # not an opener: no space before '/'
+        ("a<think\tmode=x>y</think>b", "ab"),
+        ("a <thinking>", "a"),
+        ("a <think", "a <think"),  # an opener needs its '>'
+        ("<scratchpad>a</scratchpad><scratchpad>b", ""),
+    ],
+)
+def test_reasoning_block_cases(text, expected):
+    assert clean_response(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "<think>" * 20_000,
+        "<think " * 20_000,
+        "</think " * 20_000,
+        "<think>" + "</thin" * 20_000,
+        "<|a|>" + " " * 50_000 + "<|a|>" * 2_000 + " x",
+        "<operations>[]</operations><context_for_action>"
+        + "<a " * 20_000
+        + "</context_for_action>",
+        "<operations>[]</operations><context_for_action>"
+        + "<b>" * 20_000
+        + "</context_for_action>",
+    ],
+)
+def test_derailed_repetitive_answers_are_handled(text):
+    # Regression: the regex forms of these steps were quadratic (minutes on such
+    # inputs); the bench prints their timings. Here only the outcome is checked.
+    parsed = parse_envelope(text)
+    assert parsed.reminder is None
+    assert (
+        parsed.failure is not None or parsed.reminder_error is not None or parsed.operations == ()
+    )
