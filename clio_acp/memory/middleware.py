@@ -87,7 +87,7 @@ log = logging.getLogger(__name__)
 ACTIVITY_RING = 20
 # MEMORY_SPEC §4 "Post-compaction restore".
 RESTORE_PREFIX = "Memory: execution state restored after compaction:\n"
-RESUME_PREFIX = "Memory: execution state restored after resume:\n"
+RESUME_PREFIX = "Memory: execution state restored from the saved session:\n"
 # MEMORY_SPEC §4: currentTask keeps the first 2000 chars of the turn text.
 TASK_MAX_CHARS = 2000
 # MEMORY_SPEC §4 "Post-compaction restore": this stage does not arm the restore.
@@ -207,8 +207,14 @@ class _Deferred:
 
 @dataclass
 class _InFlight:
+    """The step in flight, with everything captured when it was *launched* (the
+    task body starts later, after a reset or compaction may already have happened)."""
+
     generation: int
     tier: str
+    epoch: int
+    cancel: asyncio.Event
+    origin_session: str | None
     task: asyncio.Task[None] | None = None
 
 
@@ -274,6 +280,7 @@ class _State:
     deferred: list[_Deferred] = field(default_factory=list)
     offer: _Offer | None = None
     observed_session: str | None = None
+    turn_aborted: bool = False
 
 
 class MemoryMiddleware:
@@ -473,6 +480,7 @@ class MemoryMiddleware:
         s = self._s
         s.turn += 1
         s.turn_id = turn_id
+        s.turn_aborted = False
         s.annotated.clear()
         s.spoke_this_boundary = False
         if text and text.strip():
@@ -785,7 +793,7 @@ class MemoryMiddleware:
         if not self._active(settings):
             return []
         s = self._s
-        if aborted:
+        if aborted or s.turn_aborted:
             # A reminder for an aborted turn is dropped, buffered ones included.
             s.deferred = [d for d in s.deferred if d.turn != s.turn]
             s.last_turn_end_step = max(s.last_turn_end_step, s.tool_step)
@@ -844,37 +852,77 @@ class MemoryMiddleware:
         s.deferred.append(_Deferred(reminder, s.turn, s.compaction_epoch))
         return []
 
+    # -- deferred reminders -----------------------------------------------------------------
+
+    def take_deferred(self) -> list[InjectReminder]:
+        """Drain the deferred reminders still valid (§4 onDeferredReminder) for the
+        next model request: turn-end and LLM-tier reminders not superseded by a
+        compaction (§12.6). ``turn_start`` drains them too."""
+
+        def run() -> list[Effect]:
+            s = self._s
+            if self._disposed:
+                s.deferred.clear()
+                return []
+            taken: list[Effect] = [d.reminder for d in s.deferred if d.epoch == s.compaction_epoch]
+            s.deferred.clear()
+            return taken
+
+        return [e for e in self._guard("take_deferred", run) if isinstance(e, InjectReminder)]
+
+    def discard_deferred(self) -> None:
+        """The current turn was aborted: its buffered reminders are dropped, and so
+        is the reminder its ``turn_end`` would produce. A pending restore offer is
+        kept (§12.6: not consumed until really delivered)."""
+        self._s.deferred.clear()
+        self._s.turn_aborted = True
+
     # -- other signals ----------------------------------------------------------------------
 
-    def on_compaction(self, stage: str | None = None, *, session_id: str | None = None) -> None:
-        """§4/§12.6: arm the restore for the next ``turn_start`` (not for the
-        ``working_set_recall`` stage). Buffered reminders, a pending offer and
-        in-flight steps started before this compaction lose their authority."""
+    def on_compaction(
+        self, stage: str | None = None, *, offer_now: bool = False, session_id: str | None = None
+    ) -> list[Effect]:
+        """§4/§12.6: a compaction happened (nothing for the ``working_set_recall``
+        stage). Buffered reminders, a pending offer and in-flight steps started
+        before it lose their authority. The restore is offered at the next
+        ``turn_start``, or returned right away with ``offer_now`` (for a compaction
+        in the middle of a turn, whose next request must carry it)."""
 
         def run() -> list[Effect]:
             self._observe(session_id)
-            if not self._active(self.settings()) or stage == WORKING_SET_RECALL:
+            settings = self.settings()
+            if not self._active(settings) or stage == WORKING_SET_RECALL:
                 return []
             s = self._s
-            s.compaction_pending = True
             s.compaction_epoch += 1
             s.deferred.clear()
             s.offer = None
+            if not offer_now:
+                s.compaction_pending = True
+                return []
+            return self._offer_effects(settings, RESTORE_PREFIX)
+
+        return self._guard("on_compaction", run)
+
+    def _offer_effects(self, settings: MemorySettings, prefix: str) -> list[Effect]:
+        self._make_restore_offer(settings, prefix)
+        offer = self._s.offer
+        if offer is None:
             return []
+        return [InjectReminder(offer.text, offer.cited, offer.trigger, "restore", offer.offer_id)]
 
-        self._guard("on_compaction", run)
-
-    def offer_restore_after_resume(self) -> None:
-        """§12.6: after a resumed session's bank was restored, offer its state (status,
-        knowledge, unresolved failures) at the next ``turn_start``."""
+    def offer_restore_after_resume(self) -> list[Effect]:
+        """§12.6: after a resumed session's bank (and ``import_state``) was restored,
+        offer its state — status, knowledge, unresolved failures — for the next
+        request. The offer stays pending until ``confirm_delivery``."""
 
         def run() -> list[Effect]:
             settings = self.settings()
-            if self._active(settings):
-                self._make_restore_offer(settings, RESUME_PREFIX)
-            return []
+            if not self._active(settings):
+                return []
+            return self._offer_effects(settings, RESUME_PREFIX)
 
-        self._guard("offer_restore_after_resume", run)
+        return self._guard("offer_restore_after_resume", run)
 
     def signal_loop(self) -> None:
         """§4: the host loop guard's verdict; adds the ``loop_signal`` trigger."""
@@ -893,6 +941,13 @@ class MemoryMiddleware:
     ) -> list[Effect]:
         """§4 evaluateAsync(turn_end): maybe start the detached LLM-tier step and
         return at once (always no effects; its reminder is delivered later)."""
+        return self.evaluate_detached(turn_id, session_id=session_id)
+
+    def evaluate_detached(
+        self, turn_id: str | None = None, *, session_id: str | None = None
+    ) -> list[Effect]:
+        """``evaluate`` for synchronous callers; must run inside the event loop,
+        which owns the detached step task. Never raises."""
         try:
             return self._evaluate(turn_id, session_id)
         except Exception:
@@ -929,12 +984,21 @@ class MemoryMiddleware:
         rules_spoke = s.rules_spoke_since_step or s.spoke_this_boundary
         s.rules_spoke_since_step = False
         deterministic = any(t != "interval" for t in triggers)
-        flight = _InFlight(self._generation, "llm")
+        flight = _InFlight(
+            self._generation, "llm", s.compaction_epoch, self._cancel, self.session_id
+        )
         self._in_flight = flight
         flight.task = asyncio.get_running_loop().create_task(
             self._prompted_step(flight, triggers, rules_spoke, deterministic)
         )
+        # Also when the task is cancelled before its body ever ran.
+        flight.task.add_done_callback(lambda _task: self._release(flight))
         return []
+
+    def _release(self, flight: _InFlight) -> None:
+        """§11.14: only the step's own generation frees the slot."""
+        if self._in_flight is flight:
+            self._in_flight = None
 
     def _is_current(self, generation: int, epoch: int) -> bool:
         return (
@@ -946,10 +1010,8 @@ class MemoryMiddleware:
     async def _prompted_step(
         self, flight: _InFlight, triggers: list[str], suppress: bool, deterministic: bool
     ) -> None:
-        generation = flight.generation
-        epoch = self._s.compaction_epoch
-        cancel = self._cancel
-        origin_session = self.session_id
+        generation, epoch = flight.generation, flight.epoch
+        cancel, origin_session = flight.cancel, flight.origin_session
         try:
             await self._run_prompted_step(
                 generation, epoch, cancel, origin_session, triggers, suppress, deterministic
@@ -959,9 +1021,7 @@ class MemoryMiddleware:
         except Exception:
             log.exception("memory step failed")
         finally:
-            # §11.14: only the step's own generation frees the slot.
-            if self._in_flight is flight:
-                self._in_flight = None
+            self._release(flight)
 
     async def _run_prompted_step(
         self,
@@ -1042,6 +1102,13 @@ class MemoryMiddleware:
         if epoch != s.compaction_epoch:
             # §12.6: a step started before a compaction lost its authority.
             self._emit(triggers, "llm", "dropped", "scope_changed", update_last_decision=False)
+            return
+        if result.reason == "endpoint_busy":
+            # §4/§11.17: skipped for a busy endpoint; the triggers stay pending.
+            for trigger in triggers:
+                self._add_trigger(trigger)
+            s.last_prompted_boundary = None
+            self._emit(triggers, "llm", "dropped", "endpoint_busy", update_last_decision=False)
             return
         if result.decision == "timeout":
             s.consecutive_llm_timeouts += 1

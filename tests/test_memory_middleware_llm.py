@@ -1,0 +1,348 @@
+"""LLM tier wiring and session isolation of the memory middleware
+(MEMORY_SPEC §4 evaluateAsync/runPromptedStep, §10 session changes, §11 item 14).
+
+The memory *model* is a test double (``FakeModel``); the middleware, bank, policy,
+envelope parser and telemetry are the real ones."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from clio_acp.memory.middleware import MemoryMiddleware, ToolCall, ToolOutcome
+from clio_acp.memory.policy import CompletionAnswer, CompletionUsage
+from clio_acp.memory.telemetry import MemorySinkList
+
+REMIND = (
+    '<operations>[{"op":"save_knowledge","content":"Run tests with pytest -x"}]</operations>\n'
+    "<context_for_action>[tm-k-1] Run tests with pytest -x.</context_for_action>"
+)
+SILENT = "<operations>[]</operations>\n<no_intervention/>"
+FAIL = ToolOutcome("ValueError: boom", True, 1)
+OK = ToolOutcome("ok", False, 0)
+
+
+class FakeModel:
+    """Answers from a script. ``gate`` holds an answer until set; usage known at
+    abort time is still reported (as a real streaming route does)."""
+
+    def __init__(self, *answers: str, gate: asyncio.Event | None = None, delay: float = 0):
+        self.answers = list(answers)
+        self.gate = gate
+        self.delay = delay
+        self.calls = 0
+
+    async def complete(self, system, user, max_tokens, *, abort, on_usage):
+        self.calls += 1
+        answer = self.answers.pop(0) if self.answers else SILENT
+        try:
+            if self.gate is not None:
+                await self.gate.wait()
+            if self.delay:
+                await asyncio.sleep(self.delay)
+        except asyncio.CancelledError:
+            on_usage(CompletionUsage(7, 3))
+            raise
+        return CompletionAnswer(answer, CompletionUsage(100, 20))
+
+
+async def until(predicate, tries=200):
+    for _ in range(tries):
+        if predicate():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("condition not reached")
+
+
+def make(fake, *, tmp_path=None, delivers=True, **settings):
+    from clio_acp.settings import MemorySettings
+
+    values = {"target": "local", "model": "small", "capture_requirements": False}
+    values.update(settings)
+    live = MemorySettings(**values)
+    sink = MemorySinkList()
+    mw = MemoryMiddleware(
+        lambda: live,
+        telemetry=sink,
+        client_factory=(lambda s: fake) if fake is not None else None,
+        delivers_reminders=delivers,
+        usage_path=(tmp_path / "usage.jsonl") if tmp_path else None,
+        session_id="A",
+    )
+    return mw, sink
+
+
+def tools(mw, n, outcome=OK, session_id=None):
+    for i in range(n):
+        call = ToolCall("bash", {"command": f"ls {i} {id(outcome)}"}, f"c{mw.tool_step}-{i}")
+        mw.before_tool(call, session_id=session_id)
+        mw.after_tool(call, outcome, session_id=session_id)
+
+
+async def test_interval_trigger_runs_a_detached_step_and_defers_its_reminder():
+    model = FakeModel(REMIND)
+    mw, sink = make(model, cadence_tool_calls=2)
+    mw.turn_start("t1", "fix the parser")
+    tools(mw, 2)
+    mw.turn_end("t1")
+    assert await mw.evaluate("t1") == []  # returns at once
+    assert mw.step_in_flight
+    await mw.wait_idle()
+    assert not mw.step_in_flight
+    assert model.calls == 1
+    (reminder,) = mw.take_deferred()
+    assert reminder.text == "Memory: [tm-k-1] Run tests with pytest -x."
+    assert reminder.cited == ("tm-k-1",)
+    row = sink.rows[-1]
+    assert (row.tier, row.decision, row.reason) == ("llm", "injected", "intervened")
+    assert (row.target_id, row.model_id) == ("local", "small")
+    assert row.token_cost.total == 120
+    assert row.bank_delta.knowledge.added == 1
+    assert mw.last_decision["decision"] == "injected"
+    assert mw.take_deferred() == []
+
+
+async def test_no_pending_trigger_means_no_step():
+    model = FakeModel(REMIND)
+    mw, sink = make(model)
+    mw.turn_start("t1", "task")
+    tools(mw, 1)
+    mw.turn_end("t1")
+    await mw.evaluate("t1")
+    assert not mw.step_in_flight and model.calls == 0
+
+
+async def test_same_boundary_is_prompted_once():
+    model = FakeModel(SILENT, SILENT)
+    mw, _ = make(model, cadence_tool_calls=2)
+    mw.turn_start("t1", "task")
+    tools(mw, 2)
+    await mw.evaluate("t1")
+    await mw.wait_idle()
+    mw.signal_loop()
+    await mw.evaluate("t1")
+    assert model.calls == 1
+
+
+async def test_without_a_route_the_step_is_silent_no_client_on_the_rules_tier():
+    mw, sink = make(None, cadence_tool_calls=2, target=None, model=None)
+    mw.turn_start("t1", "task")
+    tools(mw, 2)
+    await mw.evaluate("t1")
+    await mw.wait_idle()
+    row = sink.rows[-1]
+    assert (row.tier, row.decision, row.reason) == ("rules", "silent", "no_client")
+    assert "targetId" not in json.loads(row.to_json())
+
+
+async def test_headless_host_records_no_consumer_and_starts_no_call():
+    model = FakeModel(REMIND)
+    mw, sink = make(model, delivers=False, cadence_tool_calls=2)
+    mw.turn_start("t1", "task")
+    tools(mw, 2)
+    before = mw.last_decision
+    await mw.evaluate("t1")
+    assert model.calls == 0 and not mw.step_in_flight
+    assert (sink.rows[-1].decision, sink.rows[-1].reason) == ("silent", "no_consumer")
+    assert mw.last_decision == before
+    assert mw.pending_triggers == ()
+
+
+async def test_second_boundary_while_a_step_is_in_flight_is_dropped_and_keeps_triggers():
+    gate = asyncio.Event()
+    model = FakeModel(SILENT, gate=gate)
+    mw, sink = make(model, cadence_tool_calls=2)
+    mw.turn_start("t1", "task")
+    tools(mw, 2)
+    await mw.evaluate("t1")
+    decision = mw.last_decision
+    mw.turn_start("t2", "")
+    tools(mw, 2)
+    await mw.evaluate("t2")
+    row = sink.rows[-1]
+    assert (row.tier, row.decision, row.reason) == ("llm", "dropped", "step_in_flight")
+    assert "interval" in mw.pending_triggers
+    assert mw.last_decision == decision
+    gate.set()
+    await mw.wait_idle()
+    await mw.evaluate("t2")  # the kept trigger runs at the next chance
+    await mw.wait_idle()
+    assert model.calls == 2
+
+
+async def test_rules_tier_spoke_so_the_step_is_suppressed_and_last_decision_stays_injected():
+    model = FakeModel(REMIND)
+    mw, sink = make(model, cadence_tool_calls=50)
+    mw.turn_start("t1", "task")
+    for _ in range(2):
+        call = ToolCall("bash", {"command": "python repro.py"})
+        mw.after_tool(call, FAIL)  # second one annotates (rules tier spoke)
+    mw.turn_end("t1")
+    await mw.evaluate("t1")
+    await mw.wait_idle()
+    assert (sink.rows[-1].decision, sink.rows[-1].reason) == ("silent", "suppressed")
+    assert mw.last_decision["decision"] == "injected"
+    assert mw.take_deferred() == []
+
+
+async def test_two_timeouts_back_the_llm_tier_off():
+    model = FakeModel(SILENT, SILENT, SILENT, delay=0.5)
+    mw, sink = make(model, cadence_tool_calls=2, timeout_ms=20)
+    for turn in range(3):
+        mw.turn_start(f"t{turn}", "task")
+        tools(mw, 2)
+        await mw.evaluate(f"t{turn}")
+        await mw.wait_idle()
+    assert [
+        (r.tier, r.decision, r.reason)
+        for r in sink.rows
+        if r.tier == "llm" or r.reason == "llm_timeout_backoff"
+    ] == [
+        ("llm", "timeout", "deadline"),
+        ("llm", "timeout", "deadline"),
+        ("rules", "silent", "llm_timeout_backoff"),
+    ]
+    assert model.calls == 2
+
+
+async def test_endpoint_busy_drops_the_step_and_keeps_the_triggers():
+    model = FakeModel(SILENT)
+    mw, sink = make(model, cadence_tool_calls=2)
+    mw._endpoint_busy = lambda: True
+    mw.turn_start("t1", "task")
+    tools(mw, 2)
+    await mw.evaluate("t1")
+    await mw.wait_idle()
+    row = sink.rows[-1]
+    assert (row.tier, row.decision, row.reason) == ("llm", "dropped", "endpoint_busy")
+    assert "interval" in mw.pending_triggers and model.calls == 0
+
+
+# -- session isolation (§10, §11 item 14) ---------------------------------------------------
+
+SESSION_CHANGES = {
+    # name → what the session core calls on the registration (MEMORY_SPEC §10)
+    "new": lambda mw: mw.reset(),
+    "load": lambda mw: (
+        mw.reset(),
+        mw.bank.restore({"version": 1, "status": None, "knowledge": [], "procedural": []}),
+    ),
+    "resume_other_session": lambda mw: mw.turn_start("x", "", session_id="B"),
+    "fork": lambda mw: mw.reset(),
+    "branch_switch": lambda mw: mw.reset(),
+}
+
+
+@pytest.mark.parametrize("change", sorted(SESSION_CHANGES))
+async def test_late_completion_of_an_old_generation_leaves_no_trace(change, tmp_path):
+    gate = asyncio.Event()
+    model = FakeModel(REMIND, gate=gate)
+    proposals = []
+    mw, sink = make(model, tmp_path=tmp_path, cadence_tool_calls=2)
+    mw._on_injected_entries = proposals.append
+    mw.turn_start("t1", "task of session A")
+    tools(mw, 2)
+    await mw.evaluate("t1")
+    await until(lambda: model.calls == 1)  # the old step is waiting on the model
+    old_task = mw._in_flight.task
+    SESSION_CHANGES[change](mw)
+    rows_after_change = len(sink.rows)
+    # The new generation starts its own step before the old one settles.
+    model.answers = [SILENT]
+    new_gate = asyncio.Event()
+    model.gate = new_gate
+    mw.turn_start("t2", "task of the new session", session_id=mw.session_id)
+    tools(mw, 2, session_id=mw.session_id)
+    await mw.evaluate("t2")
+    assert mw.step_in_flight
+    # The old step now sees its generation aborted and settles after the new one began.
+    await asyncio.gather(old_task, return_exceptions=True)
+    gate.set()
+    await asyncio.sleep(0.01)
+    # Nothing written, delivered, proposed or logged by the old step…
+    assert mw.bank.knowledge == []
+    assert mw.take_deferred() == []
+    assert proposals == []
+    assert len(sink.rows) == rows_after_change
+    # …and it did not free the new generation's slot.
+    assert mw.step_in_flight
+    # Its usage is still recorded under the origin session.
+    origin = [u for u in mw.usage_log if u["input"] == 7]
+    assert origin and origin[0]["sessionId"] == "A"
+    for _ in range(100):
+        if (tmp_path / "usage.jsonl").exists():
+            break
+        await asyncio.sleep(0.01)
+    row = json.loads((tmp_path / "usage.jsonl").read_text().splitlines()[0])
+    assert row["sessionId"] == "A" and row["label"] == "background-memory"
+    assert row["usage"]["input"] == 7
+    new_gate.set()
+    await mw.wait_idle()
+    assert not mw.step_in_flight
+
+
+async def test_close_disposes_the_registration_mid_step():
+    gate = asyncio.Event()
+    model = FakeModel(REMIND, gate=gate)
+    mw, sink = make(model, cadence_tool_calls=2)
+    mw.turn_start("t1", "task")
+    tools(mw, 2)
+    await mw.evaluate("t1")
+    await until(lambda: model.calls == 1)
+    task = mw._in_flight.task
+    rows = len(sink.rows)
+    mw.dispose()
+    gate.set()
+    await asyncio.gather(task, return_exceptions=True)
+    assert len(sink.rows) == rows and mw.bank.size == 0
+    mw.turn_start("t2", "Never edit tests in this repo.")
+    tools(mw, 3)
+    await mw.evaluate("t2")
+    assert mw.bank.size == 0 and not mw.step_in_flight
+    assert [u["sessionId"] for u in mw.usage_log] == ["A"]
+
+
+async def test_cancellation_of_the_step_task_mid_step_writes_nothing():
+    gate = asyncio.Event()
+    model = FakeModel(REMIND, gate=gate)
+    mw, sink = make(model, cadence_tool_calls=2)
+    mw.turn_start("t1", "task")
+    tools(mw, 2)
+    await mw.evaluate("t1")
+    rows = len(sink.rows)
+    mw._in_flight.task.cancel()
+    await mw.wait_idle()
+    assert len(sink.rows) == rows and mw.bank.knowledge == []
+    assert not mw.step_in_flight  # its own generation frees the slot
+
+
+async def test_compaction_while_a_step_is_in_flight_takes_its_authority():
+    gate = asyncio.Event()
+    model = FakeModel(REMIND, gate=gate)
+    mw, sink = make(model, cadence_tool_calls=2)
+    mw.turn_start("t1", "task")
+    tools(mw, 2)
+    await mw.evaluate("t1")
+    await until(lambda: model.calls == 1)
+    mw.on_compaction()
+    gate.set()
+    await mw.wait_idle()
+    assert mw.take_deferred() == []
+    assert mw.bank.knowledge == []
+    assert (sink.rows[-1].decision, sink.rows[-1].reason) == ("dropped", "scope_changed")
+    assert [u["sessionId"] for u in mw.usage_log] == ["A"]  # usage still attributed
+
+
+async def test_reminder_buffered_before_a_compaction_is_never_delivered():
+    model = FakeModel(REMIND)
+    mw, _ = make(model, cadence_tool_calls=2)
+    mw.turn_start("t1", "task")
+    tools(mw, 2)
+    await mw.evaluate("t1")
+    await mw.wait_idle()
+    mw.on_compaction()
+    effects = mw.turn_start("t2")
+    assert [e.channel for e in effects] == ["restore"]
+    assert all("pytest -x." not in e.text or e.channel == "restore" for e in effects)
