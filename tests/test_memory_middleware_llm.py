@@ -106,7 +106,7 @@ async def test_interval_trigger_runs_a_detached_step_and_defers_its_reminder():
 
 async def test_no_pending_trigger_means_no_step():
     model = FakeModel(REMIND)
-    mw, sink = make(model)
+    mw, _ = make(model)
     mw.turn_start("t1", "task")
     tools(mw, 1)
     mw.turn_end("t1")
