@@ -1,0 +1,162 @@
+"""Benchmark of the memory middleware's rules tier and of ``clio-acp replay``.
+
+Run from the repository root (``../shared/trajectories`` beside it supplies the real
+recordings):
+
+    python bench/middleware.py              # median of 5 runs
+    python bench/middleware.py --runs 9 --json
+
+Figures (each the median over ``--runs`` runs):
+
+- ``synthetic_us_per_event``: µs per tool event (``before_tool`` + ``after_tool``)
+  over a long synthetic trajectory (reads, edits, failing reruns, grep no-match,
+  pylint exits, environment failures), with a turn boundary every 4 calls.
+- ``real_us_per_event``: the same over every call of the shared trajectories.
+- ``baseline_us_per_event``: the same synthetic events through a *disabled*
+  registration (hook plumbing only); ``ratio`` = rules tier / baseline.
+- ``replay_events_per_s``: tool events per second of ``replay_recording`` over all
+  shared trajectories (recordings loaded once beforehand; ``load_s`` is separate).
+
+Nothing here is asserted by any test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from clio_acp.agent.recordings import load_recordings  # noqa: E402
+from clio_acp.agent.replay import replay_recording  # noqa: E402
+from clio_acp.memory.middleware import MemoryMiddleware, ToolCall, ToolOutcome  # noqa: E402
+from clio_acp.memory.telemetry import MemorySinkList  # noqa: E402
+from clio_acp.settings import MemorySettings  # noqa: E402
+
+TRAJ = ROOT.parent / "shared" / "trajectories"
+
+
+def trajectory_files() -> list[Path]:
+    return [
+        *sorted(TRAJ.glob("mini-swe-agent-gemini3-swebv/*.traj.json")),
+        TRAJ / "openhands-swebl-gpt5" / "output.jsonl",
+        *sorted(TRAJ.glob("pma-tb2/*/*/trajectory_agent.steps.jsonl")),
+    ]
+
+
+TRACEBACK = (
+    'Traceback (most recent call last):\n  File "repro.py", line 3, in <module>\n'
+    "    main()\nValueError: the parser rejected 'x' at 0x7f00aa11\n"
+)
+
+
+def synthetic(n: int) -> list[tuple[ToolCall, ToolOutcome]]:
+    """A long mixed trajectory: reads, edits, failing reruns, informative exits."""
+    shapes = [
+        (
+            ToolCall("bash", {"command": "nl -ba src/app.py | sed -n '1,80p'"}),
+            ToolOutcome("x" * 2000),
+        ),
+        (ToolCall("bash", {"command": "python repro.py"}), ToolOutcome(TRACEBACK, True, 1)),
+        (ToolCall("bash", {"command": "sed -i 's/a/b/' src/app.py"}), ToolOutcome("")),
+        (ToolCall("bash", {"command": "grep -rn needle tests"}), ToolOutcome("", True, 1)),
+        (ToolCall("bash", {"command": "python repro.py"}), ToolOutcome(TRACEBACK, True, 1)),
+        (ToolCall("bash", {"command": "pylint src"}), ToolOutcome("C0103 …\n" * 20, True, 16)),
+        (
+            ToolCall("write_file", {"path": "src/b.py", "content": "y" * 500}, kind="edit"),
+            ToolOutcome("ok"),
+        ),
+        (
+            ToolCall("bash", {"command": "curl http://x"}),
+            ToolOutcome("bash: curl: command not found", True, 127),
+        ),
+    ]
+    events = []
+    for i in range(n):
+        call, outcome = shapes[i % len(shapes)]
+        events.append((ToolCall(call.tool_name, call.args, f"c{i}", call.kind), outcome))
+    return events
+
+
+def per_event_us(events: list[tuple[ToolCall, ToolOutcome]], enabled: bool = True) -> float:
+    settings = MemorySettings(enabled=enabled)
+    mw = MemoryMiddleware(lambda: settings, telemetry=MemorySinkList())
+    mw.turn_start("t0", "Fix the parser. Never edit the tests.")
+    started = time.perf_counter()
+    for i, (call, outcome) in enumerate(events):
+        if i and i % 4 == 0:
+            mw.turn_end(f"t{i}")
+            mw.turn_start(f"t{i + 1}")
+        mw.before_tool(call)
+        mw.after_tool(call, outcome)
+    elapsed = time.perf_counter() - started
+    return elapsed / len(events) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--events", type=int, default=5000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    events = synthetic(args.events)
+    t0 = time.perf_counter()
+    recordings = [r for f in trajectory_files() for r in load_recordings(f)]
+    load_s = time.perf_counter() - t0
+    real_events = [
+        (
+            ToolCall(c.tool_name, c.args, f"c{c.index}", c.kind),
+            ToolOutcome(c.output, c.is_error, c.exit_code),
+        )
+        for r in recordings
+        for c in r.calls
+    ]
+
+    synth, base, real, replay = [], [], [], []
+    for _ in range(args.runs):
+        synth.append(per_event_us(events))
+        base.append(per_event_us(events, enabled=False))
+        real.append(per_event_us(real_events))
+        started = time.perf_counter()
+        total = 0
+        for recording in recordings:
+            report = asyncio.run(replay_recording(recording))
+            total += report.tool_calls
+        replay.append(total / (time.perf_counter() - started))
+
+    result = {
+        "runs": args.runs,
+        "synthetic_events": len(events),
+        "real_events": len(real_events),
+        "recordings": len(recordings),
+        "synthetic_us_per_event": round(statistics.median(synth), 1),
+        "real_us_per_event": round(statistics.median(real), 1),
+        "baseline_us_per_event": round(statistics.median(base), 2),
+        "ratio": round(statistics.median(synth) / statistics.median(base), 1),
+        "replay_events_per_s": round(statistics.median(replay)),
+        "load_s": round(load_s, 2),
+    }
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(
+        f"rules tier: {result['synthetic_us_per_event']} µs/event synthetic "
+        f"({result['synthetic_events']} events), {result['real_us_per_event']} µs/event on "
+        f"{result['real_events']} real events; disabled baseline "
+        f"{result['baseline_us_per_event']} µs/event (×{result['ratio']})"
+    )
+    print(
+        f"replay: {result['replay_events_per_s']} tool events/s over {result['recordings']} "
+        f"recordings (loading took {result['load_s']} s); median of {args.runs} runs"
+    )
+
+
+if __name__ == "__main__":
+    main()
