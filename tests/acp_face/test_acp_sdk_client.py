@@ -367,3 +367,22 @@ async def test_slash_commands_are_advertised_and_answer_without_the_model(model_
     assert model_server.bodies == []  # no model call for slash commands
     assert "tier" in ext_board
     assert propose_unknown.value.code == -32602
+
+
+async def test_fork_gives_a_new_session_that_carries_the_conversation(model_server, workspace):
+    model_server.install_settings(memory=False)
+    model_server.push(Reply(text="original answer"), Reply(text="forked answer"))
+    async with acp_agent() as (conn, client, _proc):
+        new = await _start(conn, workspace)
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("first")])
+        forked = await conn.fork_session(
+            session_id=new.session_id, cwd=str(workspace), mcp_servers=[]
+        )
+        result = await conn.prompt(session_id=forked.session_id, prompt=[text_block("more")])
+        with pytest.raises(RequestError) as unknown:
+            await conn.fork_session(session_id="sess_nope", cwd=str(workspace), mcp_servers=[])
+    assert forked.session_id != new.session_id
+    assert result.stop_reason == "end_turn"
+    assert "original answer" in json.dumps(model_server.bodies[-1]["messages"])
+    assert _texts(client, "agent_message_chunk", forked.session_id) == "forked answer"
+    assert unknown.value.code == -32002
