@@ -29,6 +29,7 @@ import {
   boardProposals,
   diagnosticProposalId,
   eventOf,
+  field,
   eventText,
   loadArguments,
   promptArguments,
@@ -206,8 +207,8 @@ async function loadSession(): Promise<void> {
   const result = await execute<unknown>(ServerCommand.sessionList, [{}]);
   const list = (Array.isArray(result) ? result : ((result as Record<string, unknown>)?.sessions as unknown[])) ?? [];
   const items = list.map((s) => {
-    const r = s as Record<string, unknown>;
-    return { label: String(r.title ?? r.sessionId), description: String(r.sessionId), detail: String(r.cwd ?? "") };
+    const id = String(field(s, "sessionId"));
+    return { label: String(field(s, "title") ?? id), description: id, detail: String(field(s, "cwd") ?? "") };
   });
   if (items.length === 0) {
     void vscode.window.showInformationMessage("Clio: no sessions to load");

@@ -40,6 +40,7 @@ import {
   ServerCommand,
   SessionEvent,
   eventOf,
+  field,
   eventText,
   promptArguments,
   serverOptions,
@@ -301,6 +302,18 @@ test("clio.memory.show answers a board the status bar can show", async () => {
   const text = statusText(shown);
   assert.match(text, /^\$\(database\) Clio: /);
   assert.ok(!text.includes("Clio: ?"), `the board names no tier: ${JSON.stringify(shown)}`);
+});
+
+test("clio.session.list names the session the prompts ran in (what Load Session… picks from)", async () => {
+  const result = await connection.sendRequest(ExecuteCommandRequest.type, {
+    command: ServerCommand.sessionList,
+    arguments: [{}],
+  });
+  const sessions = (field(result, "sessions") as unknown[]) ?? [];
+  assert.ok(
+    sessions.some((s) => field(s, "sessionId") === sessionId),
+    `session ${sessionId} missing from ${JSON.stringify(result)}`
+  );
 });
 
 test("shutdown then exit ends the server with code 0", async () => {
