@@ -22,7 +22,9 @@ from typing import Any
 from clio_acp.agent import memory_port as port
 from clio_acp.memory import middleware as mw
 from clio_acp.memory.bank import TaskMemoryBank
+from clio_acp.memory.promotion import make_auto_proposal_hook
 from clio_acp.memory.spend import fold_spend_file, format_spend
+from clio_acp.memory.store import MemoryStore
 from clio_acp.memory.telemetry import MemoryTrace, TelemetrySink
 from clio_acp.paths import Paths
 from clio_acp.settings import MemorySettings, Settings
@@ -238,8 +240,19 @@ def create_hooks(
             return None
         return RouterMemoryClient(router)
 
+    holder: list[mw.MemoryMiddleware] = []
+    # §6 auto-proposal: cited entries of an LLM-tier injection become unapproved,
+    # repo-scoped durable records (the middleware never calls this for rules-tier
+    # reminders or a stale generation).
+    propose = make_auto_proposal_hook(
+        MemoryStore(paths.records_file),
+        bank=lambda: holder[0].bank if holder else None,
+        session_id=lambda: session_id,
+        cwd=lambda: cwd,
+    )
     middleware = mw.MemoryMiddleware(
         settings,
+        on_injected_entries=propose,
         telemetry=TelemetrySink(paths.steps_file),
         trace=MemoryTrace.from_env(),
         client_factory=client_factory,
@@ -248,6 +261,7 @@ def create_hooks(
         session_id=session_id,
         workspace_root=cwd,
     )
+    holder.append(middleware)
     hooks = MiddlewareHooks(middleware, settings)
     hooks._on_dispose = lambda: _close_later(cache.pop("router", None))
     return hooks
