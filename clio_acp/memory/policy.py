@@ -463,15 +463,19 @@ async def run_task_memory_policy(
         else TASK_MEMORY_POLICY_DEFAULT_TIMEOUT_MS
     )
     abort = asyncio.Event()
-    completion = asyncio.ensure_future(
-        client.complete(
-            POLICY_SYSTEM_PROMPT,
-            user_prompt,
-            inputs.model_max_tokens or inputs.max_tokens,
-            abort=abort,
-            on_usage=usage,
+    try:
+        completion = asyncio.ensure_future(
+            client.complete(
+                POLICY_SYSTEM_PROMPT,
+                user_prompt,
+                inputs.model_max_tokens or inputs.max_tokens,
+                abort=abort,
+                on_usage=usage,
+            )
         )
-    )
+    except Exception as exc:  # a client that fails before awaiting (bad signature, …)
+        decision, reason = classify_client_error(exc)
+        return finish(decision, reason, error=f"{type(exc).__name__}: {exc}")
 
     def late_usage(task: asyncio.Future[CompletionAnswer]) -> None:
         # A late answer's usage is still reported (§3 step 3); its failure is swallowed.

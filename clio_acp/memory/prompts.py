@@ -123,7 +123,8 @@ def step_to_dict(step: StepLike) -> dict[str, Any]:
 
 
 def _dumps(steps: list[dict[str, Any]]) -> str:
-    return json.dumps(steps, ensure_ascii=False, separators=(",", ":"))
+    # ``default=str``: a step value JSON cannot represent is shown as text, not raised.
+    return json.dumps(steps, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def render_trajectory(steps: Sequence[StepLike], max_chars: int = TRAJECTORY_MAX_CHARS) -> str:

@@ -553,3 +553,34 @@ async def test_the_step_leaves_no_timer_or_waiter_tasks_behind(tmp_path):
         )
     await asyncio.sleep(0)
     assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+class WrongSignatureClient:
+    async def complete(self, system, user, max_tokens, *, abort):  # no on_usage keyword
+        return CompletionAnswer(E("[]"))
+
+
+class SyncRaisingClient:
+    def complete(self, *args, **kwargs):
+        raise RuntimeError("route not configured")
+
+
+@pytest.mark.parametrize("client", [WrongSignatureClient(), SyncRaisingClient()])
+async def test_a_client_failing_before_its_first_await_is_a_client_error(tmp_path, client):
+    result = await run_task_memory_policy(make_bank(), inputs(tmp_path), client)
+    assert (result.decision, result.reason) == ("silent", "client_error")
+
+
+async def test_a_non_text_answer_is_unparseable(tmp_path):
+    class NoneClient:
+        async def complete(self, system, user, max_tokens, *, abort, on_usage):
+            return CompletionAnswer(None)  # type: ignore[arg-type]
+
+    result = await run_task_memory_policy(make_bank(), inputs(tmp_path), NoneClient())
+    assert (result.decision, result.reason) == ("malformed", "unparseable")
+
+
+async def test_usage_given_as_an_openai_mapping_is_read(tmp_path):
+    client = ScriptedAnswerClient(E("[]"), {"prompt_tokens": 11, "completion_tokens": 2})  # type: ignore[arg-type]
+    result = await run_task_memory_policy(make_bank(), inputs(tmp_path), client)
+    assert (result.input_tokens, result.output_tokens) == (11, 2)

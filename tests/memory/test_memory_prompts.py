@@ -136,3 +136,10 @@ def test_rendered_trajectory_is_always_valid_json_within_budget(steps):
     assert len(text) <= 4000
     if steps:
         assert parsed and parsed[-1]["step"] == steps[-1]["step"]
+
+
+def test_a_step_value_json_cannot_represent_is_rendered_as_text():
+    from pathlib import PurePosixPath
+
+    text = render_trajectory([dict(_step(1), resultDigest=PurePosixPath("a/b"))])
+    assert json.loads(text)[0]["resultDigest"] == "a/b"
