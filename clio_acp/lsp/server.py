@@ -315,7 +315,7 @@ async def initialized(ls: ClioLanguageServer, params: types.InitializedParams) -
         await ls.pull_configuration()
     finally:
         ls.configured.set()
-    ls.face.schedule_document()
+    await ls.face.refresh_proposals()
 
 
 @SERVER.feature(types.SHUTDOWN)
@@ -405,22 +405,9 @@ async def code_action(ls: ClioLanguageServer, params: types.CodeActionParams) ->
 
 
 async def _pending_proposals(ls: ClioLanguageServer) -> list[MemoryProposal]:
-    """Every unapproved, unrejected durable record, plus this session's proposals."""
-    pending = dict(ls.face.proposals)
-    try:
-        from clio_acp.memory.store import MemoryStore
-
-        for record in await MemoryStore(ls.paths.records_file).aload():
-            if record.status == "proposed" and record.id not in pending:
-                pending[record.id] = MemoryProposal(
-                    session_id=getattr(record.provenance, "source_session_id", None) or "",
-                    record_id=record.id,
-                    scope=record.scope,
-                    content=record.lesson,
-                )
-    except Exception as exc:
-        logger.warning("Cannot read durable memory records: %s", exc)
-    return list(pending.values())
+    """Every pending proposal: unapproved, unrejected durable records (re-read)."""
+    await ls.face.refresh_proposals()
+    return list(ls.face.proposals.values())
 
 
 # -- commands: turns -------------------------------------------------------------------

@@ -147,7 +147,7 @@ class SessionFace:
             await self._leave_locked()
             session = await open_session(manager)
             self._bind(session)
-        self.schedule_document()
+        await self.refresh_proposals()
         return session
 
     async def leave_session(self, reason: str) -> None:
@@ -156,7 +156,7 @@ class SessionFace:
             if self.session is not None:
                 logger.info("Leaving session %s: %s", self.session.id, reason)
             await self._leave_locked()
-        self.schedule_document()
+        await self.refresh_proposals()
 
     async def _leave_locked(self) -> None:
         session, self.session = self.session, None
@@ -170,7 +170,6 @@ class SessionFace:
             await self._stop_turn(turn)
         self._turns.clear()
         self.reminders.clear()
-        self.proposals.clear()
         self.usage = UsageTotals()
         self.ls.diagnostics.clear(translate.MEMORY_SOURCE)
         if session is not None and self.manager is not None:
@@ -414,6 +413,34 @@ class SessionFace:
             line = rendered.proposal_lines.get(record_id, 0)
             keep.append(translate.proposal_diagnostic(proposal, line, severity=options.severity))
         self.ls.diagnostics.set(translate.MEMORY_SOURCE, uri, keep)
+
+    async def refresh_proposals(self) -> None:
+        """Reload pending proposals (unapproved, unrejected durable records) from the
+        store, show each on its line of the memory document, and rewrite the document.
+        A store that cannot be read is logged; the proposals seen in events remain."""
+        from clio_acp.memory.store import MemoryStore
+
+        try:
+            records = await MemoryStore(self.ls.paths.records_file).aload()
+        except Exception as exc:
+            logger.warning("Cannot read durable memory records: %s", exc)
+        else:
+            pending: dict[str, MemoryProposal] = {}
+            for record in records:
+                if record.status != "proposed":
+                    continue
+                provenance = record.provenance
+                pending[record.id] = MemoryProposal(
+                    session_id=getattr(provenance, "source_session_id", None) or "",
+                    record_id=record.id,
+                    scope=record.scope,
+                    content=record.lesson,
+                    entry_id=getattr(provenance, "source_entry_id", None),
+                )
+            self.proposals = pending
+        # The document first, so a diagnostic's line is already in the file it names.
+        await self.write_document_now()
+        self._publish_proposal_diagnostics()
 
     def resolve_proposal(self, record_id: str) -> None:
         """Forget a proposal that was approved or rejected; drop it from diagnostics."""

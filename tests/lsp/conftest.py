@@ -122,10 +122,28 @@ async def exit_code(client: LanguageClient, limit_s: float = 20.0) -> int:
 
 
 def raw_request(client: LanguageClient, method: str, params: Any, msg_id: Any = None):
-    """Send a request with untyped (possibly invalid) params; await the reply. An error
-    reply raises pygls' ``JsonRpcException`` (``.code``, ``.message``, ``.data``)."""
+    """Send a request with untyped (possibly invalid) params; await the reply as plain
+    JSON. An error reply raises pygls' ``JsonRpcException`` (``.code``, ``.message``,
+    ``.data``). Also used where lsprotocol's client-side parsing is wrong: it reads
+    every ``CodeAction`` that has a ``command`` as a ``Command`` (lsprotocol 2025.0.0
+    ``_code_action_hook``)."""
     msg_id = msg_id if msg_id is not None else f"raw-{uuid.uuid4()}"
     future: Future[Any] = Future()
     client.protocol._request_futures[msg_id] = future
     client.protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
-    return asyncio.wrap_future(future)
+
+    async def reply() -> Any:
+        return plain(await asyncio.wrap_future(future))
+
+    return reply()
+
+
+def plain(value: Any) -> Any:
+    """pygls hands untyped JSON over as namedtuples; turn them back into JSON values."""
+    if hasattr(value, "_asdict"):
+        return {k: plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
