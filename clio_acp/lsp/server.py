@@ -23,7 +23,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from lsprotocol import types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -39,6 +39,7 @@ from clio_acp.lsp.diagnostics import DiagnosticsStore
 from clio_acp.lsp.options import CONFIG_SECTION, InitializationOptions, parse_options
 from clio_acp.lsp.protocol import ClioLanguageServerProtocol, scrub_paths
 from clio_acp.lsp.session_face import FaceError, SessionFace
+from clio_acp.memory.durable import DurableMemory
 from clio_acp.paths import Paths, resolve_paths
 from clio_acp.session.events import MemoryProposal
 from clio_acp.settings import Settings, load_settings
@@ -62,6 +63,7 @@ class ClioLanguageServer(LanguageServer):
         self.protocol: ClioLanguageServerProtocol
         self.options = InitializationOptions()
         self.paths: Paths = resolve_paths()
+        self.durable = DurableMemory.from_paths(self.paths)
         self.workspace_root = Path.cwd()
         self.diagnostics = DiagnosticsStore(self._publish_diagnostics)
         self.face = SessionFace(self)
@@ -219,7 +221,7 @@ class RecordArgs(_Args):
 
 class PromoteArgs(_Args):
     entry_id: str = Field(min_length=1)
-    scope: str = "repo"
+    scope: Literal["repo", "global"] = "repo"
     acknowledge_global: bool = False
     session_id: str | None = None
 
@@ -500,9 +502,7 @@ async def memory_show(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 @command("clio.memory.approve")
 async def memory_approve(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     parsed = _args(RecordArgs, args, bare="recordId")
-    from clio_acp.memory.store import MemoryStore
-
-    record = await _core(MemoryStore(ls.paths.records_file).aapprove(parsed.record_id))
+    record = await _core(ls.durable.approve(parsed.record_id))
     ls.face.resolve_proposal(parsed.record_id)
     return {"recordId": record.id, "status": record.status}
 
@@ -510,9 +510,7 @@ async def memory_approve(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 @command("clio.memory.reject")
 async def memory_reject(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     parsed = _args(RecordArgs, args, bare="recordId")
-    from clio_acp.memory.store import MemoryStore
-
-    record = await _core(MemoryStore(ls.paths.records_file).areject(parsed.record_id))
+    record = await _core(ls.durable.reject(parsed.record_id))
     ls.face.resolve_proposal(parsed.record_id)
     return {"recordId": record.id, "status": record.status}
 
@@ -521,12 +519,21 @@ async def memory_reject(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 async def memory_promote(ls: ClioLanguageServer, *args: Any) -> Any:
     parsed = _args(PromoteArgs, args, bare="entryId")
     session = ls.face.require_session(parsed.session_id)
-    promote = getattr(session, "promote", None)
-    if promote is None:
-        raise FaceError("promotion is not available in this build")
-    return await _core(
-        promote(parsed.entry_id, scope=parsed.scope, acknowledge_global=parsed.acknowledge_global)
+    bank = session.memory.task_bank()
+    if bank is None:
+        raise FaceError("memory is off for this session: nothing to promote")
+    result = await _core(
+        ls.durable.propose_entry(
+            bank,
+            session_id=session.id,
+            entry_id=parsed.entry_id,
+            scope=parsed.scope,
+            cwd=session.cwd,
+            acknowledge_global=parsed.acknowledge_global,
+        )
     )
+    await ls.face.refresh_proposals()
+    return result
 
 
 @command("clio.memory.seed")

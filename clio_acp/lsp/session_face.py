@@ -418,10 +418,8 @@ class SessionFace:
         """Reload pending proposals (unapproved, unrejected durable records) from the
         store, show each on its line of the memory document, and rewrite the document.
         A store that cannot be read is logged; the proposals seen in events remain."""
-        from clio_acp.memory.store import MemoryStore
-
         try:
-            records = await MemoryStore(self.ls.paths.records_file).aload()
+            records = await self.ls.durable.list_records()
         except Exception as exc:
             logger.warning("Cannot read durable memory records: %s", exc)
         else:
