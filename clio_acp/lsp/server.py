@@ -286,14 +286,9 @@ def _prompt_text(args: PromptArgs, ls: ClioLanguageServer) -> str:
 
 
 def _session_info(info: Any) -> Any:
+    """A ``SessionInfo`` (pydantic) as camelCase JSON."""
     if isinstance(info, BaseModel):
-        return info.model_dump(mode="json", by_alias=True)
-    if hasattr(info, "__dataclass_fields__"):
-        from dataclasses import asdict
-
-        return translate._camel(
-            {k: str(v) if isinstance(v, Path) else v for k, v in asdict(info).items()}
-        )
+        return translate.camel_keys(info.model_dump(mode="json"))
     return info
 
 

@@ -97,6 +97,9 @@ class UsageTotals:
 class _Turn:
     session: Any
     task: asyncio.Task[str]
+    request: asyncio.Task[Any] | None = None
+    """The ``clio.prompt`` request task waiting for this turn (answered before
+    anything that stopped the turn goes on)."""
     progress_token: str | int | None = None
     last_progress: str | None = None
     reminders: list[MemoryReminder] = field(default_factory=list)
@@ -159,16 +162,17 @@ class SessionFace:
         await self.refresh_proposals()
 
     async def _leave_locked(self) -> None:
+        if self._offer is not None:
+            self._offer.cancel()
+            self._offer = None
+        # Stop turns while still subscribed: the client sees their turn_ended.
+        for turn in list(self._turns.values()):
+            await self._stop_turn(turn)
+        self._turns.clear()
         session, self.session = self.session, None
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        if self._offer is not None:
-            self._offer.cancel()
-            self._offer = None
-        for turn in list(self._turns.values()):
-            await self._stop_turn(turn)
-        self._turns.clear()
         self.reminders.clear()
         self.usage = UsageTotals()
         self.ls.diagnostics.clear(translate.MEMORY_SOURCE)
@@ -212,7 +216,7 @@ class SessionFace:
         if running is not None and not running.task.done():
             raise FaceError(f"a turn is already running in session {session.id}")
         task = asyncio.create_task(session.prompt(text), name=f"clio-turn-{session.id}")
-        turn = _Turn(session=session, task=task)
+        turn = _Turn(session=session, task=task, request=asyncio.current_task())
         self._turns[session.id] = turn
         await self._begin_progress(turn, text)
         stop_reason = "cancelled"
@@ -238,21 +242,26 @@ class SessionFace:
         return stopped
 
     async def _stop_turn(self, turn: _Turn) -> None:
-        if turn.task.done():
-            return
-        try:
-            await turn.session.cancel()
-        except Exception:
-            logger.exception("Session cancel failed")
-        try:
-            await asyncio.wait_for(asyncio.shield(turn.task), CANCEL_GRACE_S)
-        except TimeoutError:
-            logger.warning("Turn did not stop within %ss; cancelling its task", CANCEL_GRACE_S)
-            turn.task.cancel()
+        """Cancel the turn in the core, wait for it to end (bounded), then for its
+        ``clio.prompt`` request to be answered."""
+        if not turn.task.done():
+            try:
+                await turn.session.cancel()
+            except Exception:
+                logger.exception("Session cancel failed")
+            try:
+                await asyncio.wait_for(asyncio.shield(turn.task), CANCEL_GRACE_S)
+            except TimeoutError:
+                logger.warning("Turn did not stop within %ss; cancelling it", CANCEL_GRACE_S)
+                turn.task.cancel()
+                with contextlib.suppress(BaseException):
+                    await turn.task
+            except BaseException:
+                pass
+        request = turn.request
+        if request is not None and request is not asyncio.current_task() and not request.done():
             with contextlib.suppress(BaseException):
-                await turn.task
-        except BaseException:
-            pass
+                await asyncio.wait_for(asyncio.shield(request), CANCEL_GRACE_S)
 
     # -- progress ---------------------------------------------------------------------
 

@@ -45,18 +45,19 @@ PROPOSALS_ACTION_KIND = "source.clio.memoryProposals"
 _TITLE_CHARS = 60  # proposal text shown in a code action title, characters
 
 
-def _camel(value: Any) -> Any:
+def camel_keys(value: Any) -> Any:
+    """``value`` with every dict key turned camelCase (the LSP wire convention)."""
     if isinstance(value, dict):
-        return {to_camel(k): _camel(v) for k, v in value.items()}
+        return {to_camel(k): camel_keys(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_camel(v) for v in value]
+        return [camel_keys(v) for v in value]
     return value
 
 
 def session_update(event: Any, *, replay: bool = False) -> dict[str, Any]:
     """The ``clio/sessionUpdate`` params for one event: its fields in camelCase (with
     ``type`` and ``sessionId``), plus ``replay: true`` for history sent after a load."""
-    params = _camel(event.model_dump(mode="json"))
+    params = camel_keys(event.model_dump(mode="json"))
     if replay:
         params["replay"] = True
     return params

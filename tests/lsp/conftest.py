@@ -46,8 +46,32 @@ def workspace(tmp_path: Path) -> Path:
 
 
 async def start_server(cwd: Path, extra_env: dict[str, str] | None = None) -> LanguageClient:
-    """Start ``python -m clio_acp lsp`` under a pytest-lsp client (not initialized)."""
+    """Start ``python -m clio_acp lsp`` under a pytest-lsp client (not initialized).
+
+    The client records every ``clio/sessionUpdate`` as a plain dict in
+    ``client.session_updates``."""
     client = make_test_lsp_client()
+    updates: list[dict[str, Any]] = []
+    client.session_updates = updates  # type: ignore[attr-defined]
+
+    @client.feature("clio/sessionUpdate")
+    def _record_update(params: Any) -> None:
+        updates.append(plain(params))
+
+    # window/showMessageRequest: recorded in ``client.asked``; answered by
+    # ``client.answer(params)`` (sync or async) when a test sets it, else "Dismiss".
+    client.asked = []  # type: ignore[attr-defined]
+    client.answer = None  # type: ignore[attr-defined]
+
+    @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+    async def _user(params: types.ShowMessageRequestParams) -> Any:
+        client.asked.append(params)  # type: ignore[attr-defined]
+        answer = client.answer  # type: ignore[attr-defined]
+        if answer is None:
+            return types.MessageActionItem(title="Dismiss")
+        result = answer(params)
+        return await result if asyncio.iscoroutine(result) else result
+
     await client.start_io(
         sys.executable,
         "-m",
@@ -147,3 +171,17 @@ def plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     return value
+
+
+def updates_of(client: LanguageClient, type_: str) -> list[dict[str, Any]]:
+    """The recorded ``clio/sessionUpdate`` params of one event type."""
+    return [u for u in client.session_updates if u.get("type") == type_]  # type: ignore[attr-defined]
+
+
+async def execute(client: LanguageClient, command: str, *arguments: Any) -> Any:
+    """``workspace/executeCommand``; the result as plain JSON."""
+    return plain(
+        await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command=command, arguments=list(arguments))
+        )
+    )
