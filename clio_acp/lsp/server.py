@@ -402,8 +402,9 @@ async def code_action(ls: ClioLanguageServer, params: types.CodeActionParams) ->
 
 
 async def _pending_proposals(ls: ClioLanguageServer) -> list[MemoryProposal]:
-    """Every pending proposal: unapproved, unrejected durable records (re-read)."""
-    await ls.face.refresh_proposals()
+    """Every pending proposal: unapproved, unrejected durable records (re-read when
+    records.json changed)."""
+    await ls.face.refresh_proposals(only_if_changed=True)
     return list(ls.face.proposals.values())
 
 

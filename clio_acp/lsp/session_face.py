@@ -123,6 +123,7 @@ class SessionFace:
         self._doc_task: asyncio.Task[None] | None = None
         self._doc_dirty = False
         self._closed = False
+        self._records_stamp: tuple[int, int] | None = None
 
     # -- the core ---------------------------------------------------------------------
 
@@ -423,10 +424,19 @@ class SessionFace:
             keep.append(translate.proposal_diagnostic(proposal, line, severity=options.severity))
         self.ls.diagnostics.set(translate.MEMORY_SOURCE, uri, keep)
 
-    async def refresh_proposals(self) -> None:
+    async def refresh_proposals(self, *, only_if_changed: bool = False) -> None:
         """Reload pending proposals (unapproved, unrejected durable records) from the
         store, show each on its line of the memory document, and rewrite the document.
-        A store that cannot be read is logged; the proposals seen in events remain."""
+        With ``only_if_changed``, nothing happens unless records.json changed since the
+        last load (code actions ask often). A store that cannot be read is logged; the
+        proposals seen in events remain."""
+        try:
+            stamp: tuple[int, int] | None = _stamp(self.ls.paths.records_file)
+        except OSError:
+            stamp = None
+        if only_if_changed and stamp == self._records_stamp:
+            return
+        self._records_stamp = stamp
         try:
             records = await self.ls.durable.list_records()
         except Exception as exc:
@@ -618,6 +628,12 @@ class SessionFace:
                 await manager.aclose()
             except Exception:
                 logger.exception("Closing the session manager failed")
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    """(mtime ns, size) of ``path``; raises ``OSError`` when it does not exist."""
+    info = path.stat()
+    return info.st_mtime_ns, info.st_size
 
 
 def _describe_seed(result: Any) -> str:
