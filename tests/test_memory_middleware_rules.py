@@ -404,3 +404,16 @@ def test_rows_on_disk_parse_strictly(tmp_path):
     rows = [parse_step_line(line) for line in path.read_text().splitlines()]
     assert rows[0].decision == "injected"
     assert rows[0].bank_delta.procedural.added == 1
+
+
+def test_activity_ring_keeps_the_newest_20_events_and_board_shows_them():
+    mw, sink, _ = make()
+    for i in range(25):
+        mw.turn_start(f"t{i}", "task" if i == 0 else "")
+        run(mw, bash(f"ls {i}"), OK)
+        mw.turn_end(f"t{i}")
+    assert len(sink.rows) == 25
+    board = mw.board()
+    assert len(board["activity"]) == 20
+    assert board["activity"][0]["line"] == "turn_end silent no_repeated_failure"
+    assert board["tier"] == "rules" and board["stepInFlight"] is False

@@ -18,6 +18,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
+from functools import lru_cache
 from typing import Any, Literal
 
 from clio_acp.memory.redact import redact_secrets_text
@@ -195,22 +196,25 @@ def ok_digest(output: str | None) -> str:
 
 
 # Volatile details masked before comparing failures: object addresses, durations,
-# clock times. Numbers in messages are kept (version 0.10 vs 0.11 differ).
-_VOLATILE = (
-    (re.compile(r"0x[0-9a-fA-F]{4,}"), "0x…"),
-    (re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds)\b"), "<t>"),
-    (
-        re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"),
-        "<ts>",
-    ),
-    (re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"), "<ts>"),
-    (re.compile(r"\b(?:pid|PID)[ =:]\d+"), "pid <n>"),
+# clock times, pids. Numbers in messages are kept (version 0.10 vs 0.11 differ).
+_VOLATILE = re.compile(
+    r"(?P<addr>0x[0-9a-fA-F]{4,})"
+    r"|(?P<ts>\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
+    r"|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b)"
+    r"|(?P<dur>\b\d+(?:\.\d+)?\s?(?:ms|s|sec|secs|seconds)\b)"
+    r"|(?P<pid>\b(?:pid|PID)[ =:]\d+)"
 )
+_MASKS = {"addr": "0x…", "ts": "<ts>", "dur": "<t>", "pid": "pid <n>"}
+# §12.1 signatures look at the head and the tail of a long result (where tools put
+# what failed); the middle of a huge log is not compared.
+SIGNATURE_HEAD_CHARS = 2000
+SIGNATURE_TAIL_CHARS = 6000
 
 
 def _mask_volatile(text: str) -> str:
-    for pattern, repl in _VOLATILE:
-        text = pattern.sub(repl, text)
+    if len(text) > SIGNATURE_HEAD_CHARS + SIGNATURE_TAIL_CHARS:
+        text = text[:SIGNATURE_HEAD_CHARS] + "\n…\n" + text[-SIGNATURE_TAIL_CHARS:]
+    text = _VOLATILE.sub(lambda m: _MASKS[m.lastgroup or "addr"], text)
     return _WS.sub(" ", text).strip()
 
 
@@ -278,17 +282,27 @@ def _strip_heredocs(command: str) -> str:
     return "\n".join(out)
 
 
-def _tokens(command: str) -> list[str]:
-    text = _strip_heredocs(command).replace("\\\n", " ")
-    text = text.replace("\n", " ; ")
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    try:
-        return list(lexer)
-    except ValueError:
-        # Unbalanced quotes: fall back to a plain split, good enough to classify.
-        return re.findall(r"&&|\|\||[;|()]|[^\s;|()]+", text)
+# One shell token: a word (quoted parts kept together) or an operator.
+_TOKEN = re.compile(
+    r"""(?:'[^']*'|"(?:\\.|[^"\\])*"|\\.|[^\s'"|&;()<>])+"""
+    r"|&&|\|\||;;|\|&|&>>|&>|>>|>\||>&|<<<|<<-?|[|&;()<>]|['\"]"
+)
+_QUOTED = re.compile(r"'([^']*)'|\"((?:\\.|[^\"\\])*)\"")
+
+
+def _unquote(word: str) -> str:
+    if "'" not in word and '"' not in word:
+        return word
+    return _QUOTED.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), word)
+
+
+@lru_cache(maxsize=1024)
+def _tokens(command: str) -> tuple[str, ...]:
+    """Shell-like tokens of a command line: quotes removed from words, operators
+    split out, here-document bodies dropped, newlines as ``;``. Tolerant: an
+    unbalanced quote never raises (the stray quote becomes its own token)."""
+    text = _strip_heredocs(command).replace("\\\n", " ").replace("\n", " ; ")
+    return tuple(_unquote(t) for t in _TOKEN.findall(text))
 
 
 def split_simple_commands(command: str) -> list[list[str]]:

@@ -329,7 +329,7 @@ class MemoryMiddleware:
         self._disposed = False
         self._in_flight: _InFlight | None = None
         self._s = _State(observed_session=session_id)
-        self._last_snapshot = self.bank.snapshot()
+        self._last_snapshot = self._delta_snapshot()
         self.last_observation: dict[str, Any] | None = None
         """The classification of the latest observed tool call (replay, board)."""
         self.usage_log: list[dict[str, Any]] = []
@@ -381,6 +381,20 @@ class MemoryMiddleware:
         self._s.observed_session = session_id
         self.session_id = session_id
 
+    def _delta_snapshot(self) -> dict[str, Any]:
+        """What ``bank_delta`` compares (id, content, createdAt per class): cheaper
+        than a full deep-copied snapshot, taken once per telemetry row."""
+
+        def light(entry: Any) -> dict[str, str]:
+            return {"id": entry.id, "content": entry.content, "createdAt": entry.created_at}
+
+        status = self.bank.status
+        return {
+            "status": light(status) if status else None,
+            "knowledge": [light(e) for e in self.bank.knowledge],
+            "procedural": [light(e) for e in self.bank.procedural],
+        }
+
     def _guard(self, name: str, func: Callable[[], list[Effect]]) -> list[Effect]:
         try:
             return func()
@@ -411,7 +425,7 @@ class MemoryMiddleware:
     ) -> None:
         """One telemetry row and one activity event (§4, §5)."""
         unique = list(dict.fromkeys(triggers))[:3] or ["manual"]
-        snapshot = self.bank.snapshot()
+        snapshot = self._delta_snapshot()
         delta = bank_delta(self._last_snapshot, snapshot)
         self._last_snapshot = snapshot
         at = utc_now_iso()
@@ -1201,7 +1215,7 @@ class MemoryMiddleware:
         self._in_flight = None
         self.bank.clear()
         self._s = _State()
-        self._last_snapshot = self.bank.snapshot()
+        self._last_snapshot = self._delta_snapshot()
 
     def dispose(self) -> None:
         """§4: reset, then refuse all future work."""
@@ -1226,7 +1240,7 @@ class MemoryMiddleware:
         self._s.rules = rules
         self._s.tool_step = int(data.get("toolStep", 0))
         self._s.last_turn_end_step = self._s.tool_step
-        self._last_snapshot = self.bank.snapshot()
+        self._last_snapshot = self._delta_snapshot()
 
     def board(self) -> dict[str, Any]:
         """The operator view (§10 board): enabled, tier, size, last decision, bank

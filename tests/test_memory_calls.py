@@ -1,0 +1,193 @@
+"""Call identity, digests, exit-code semantics and the state-changing classifier
+(MEMORY_SPEC §4 "Tool observation", "Result digest"; §12.1, §12.2)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+
+import pytest
+
+from clio_acp.memory.calls import (
+    DIGEST_MAX_BYTES,
+    call_description,
+    canonical_call,
+    cap_digest,
+    classify_exit,
+    error_digest,
+    error_signature,
+    is_state_changing,
+    looks_environmental,
+    ok_digest,
+    operation_fingerprint,
+    problem_signature,
+    shell_changes_files,
+)
+
+
+def test_canonical_call_sorts_keys_and_has_no_separator():
+    assert canonical_call(" bash ", {"b": [1, None], "a": "é"}) == 'bash{"a":"é","b":[1,null]}'
+
+
+def test_canonical_call_of_dates_and_nesting_is_stable():
+    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    one = canonical_call("t", {"z": {"y": 1, "x": 2}, "when": when})
+    two = canonical_call("t", {"when": when, "z": {"x": 2, "y": 1}})
+    assert one == two
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), object(), {1: "int key"}])
+def test_unrepresentable_arguments_make_the_args_part_a_marker(bad):
+    assert canonical_call("t", {"x": bad}) == "t<unrepresentable>"
+
+
+def test_cyclic_arguments_are_unrepresentable():
+    cyclic: dict = {}
+    cyclic["self"] = cyclic
+    assert canonical_call("t", cyclic) == "t<unrepresentable>"
+
+
+def test_fingerprint_is_sha256_prefix_of_the_canonical_string():
+    canonical = canonical_call("bash", {"command": "ls"})
+    assert operation_fingerprint(canonical) == hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def test_call_description_collapses_whitespace_and_caps_at_180_chars():
+    assert call_description('bash{"command":"a  \\n b"}') == 'bash{"command":"a \\n b"}'
+    long = call_description("x" * 500)
+    assert len(long) == 180 and long.endswith("…")
+
+
+def test_error_digest_takes_the_first_line_naming_a_problem():
+    text = "Loading plugins\nrunning 3 checks\nerror: cannot open foo.c\nmore"
+    assert error_digest(text) == "error: cannot open foo.c"
+    assert error_digest("just output\nsecond") == "just output"
+    assert error_digest("") == "an unknown tool error"
+    assert error_digest("", exit_code=3) == "exit code 3 with no output"
+
+
+def test_error_digest_of_a_traceback_is_its_exception_line():
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in <module>\n'
+        "    raise_error_helper()\n"
+        "KeyError: 'missing'\n"
+    )
+    assert error_digest(text) == "KeyError: 'missing'"
+
+
+def test_error_digest_joins_a_heading_line_with_its_detail():
+    assert error_digest("Sphinx version error:\nneeds 0.6, loaded 0.10") == (
+        "Sphinx version error: needs 0.6, loaded 0.10"
+    )
+
+
+def test_digest_is_redacted_and_capped_without_splitting_a_character():
+    assert "[redacted:" in cap_digest("failed with API_KEY=super-secret-value")
+    capped = cap_digest("é" * 400)
+    assert len(capped.encode()) <= DIGEST_MAX_BYTES and capped.endswith("…")
+
+
+def test_ok_digest_names_the_output_hash():
+    assert ok_digest("") == "ok"
+    assert ok_digest("hello") == "ok result " + hashlib.sha256(b"hello").hexdigest()[:16]
+
+
+def test_error_signature_ignores_addresses_durations_and_clock_times():
+    one = "Failed at 0x7f00aa11 after 0.16s (12:01:02)\nValueError: x"
+    two = "Failed at 0x7f00bb22 after 0.31s (13:09:09)\nValueError: x"
+    assert error_signature(one) == error_signature(two)
+    assert error_signature("version 0.10") != error_signature("version 0.11")
+    assert error_signature("", exit_code=1) == "empty:1"
+
+
+def test_problem_signature_is_command_independent_and_environment_shaped():
+    sig = problem_signature("bash: curl: command not found")
+    assert looks_environmental(sig)
+    assert looks_environmental(problem_signature(""))
+    assert not looks_environmental(problem_signature("AssertionError: 1 != 2"))
+
+
+@pytest.mark.parametrize(
+    ("command", "code", "meaning"),
+    [
+        ("grep -rn needle src", 1, "informative"),
+        ("grep -rn needle src", 2, "error"),
+        ("cd x && rg foo | grep -v bar", 1, "informative"),
+        ("git grep foo", 1, "informative"),
+        ("diff a b", 1, "informative"),
+        ("cmp a b", 1, "informative"),
+        ("git diff --exit-code", 1, "informative"),
+        ("git diff", 1, "error"),
+        ("test -f x", 1, "informative"),
+        ("[ -d x ]", 1, "informative"),
+        ("pylint pkg", 16, "informative"),
+        ("python -m pylint pkg", 2 | 4 | 8, "informative"),
+        ("pylint pkg", 1, "error"),
+        ("pylint pkg", 32, "error"),
+        ("grep x f; echo done", 1, "error"),
+        ("python repro.py", 1, "error"),
+        ("python repro.py", None, "error"),
+        ("python repro.py", 0, "ok"),
+    ],
+)
+def test_exit_code_semantics_table(command, code, meaning):
+    assert classify_exit(command, code).meaning == meaning
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sed -i 's/a/b/' f.py",
+        "sed -i.bak -e s/a/b/ f.py",
+        "perl -pi -e 's/a/b/' f",
+        "echo x > f.txt",
+        "cat <<'EOF' > repro.py\nprint('>')\nEOF",
+        "cmd | tee out.log",
+        "patch -p1 < fix.diff",
+        "git checkout src/a.py",
+        "git apply fix.patch",
+        "git stash",
+        "pip install -e .",
+        "python -m pip install requests",
+        "npm install",
+        "mv a b",
+        "rm -rf build",
+        "mkdir -p out",
+        "touch x",
+        "python apply_fix.py",
+        "python -c \"open('f','w').write('x')\"",
+        "make",
+    ],
+)
+def test_state_changing_shell_commands(command):
+    assert shell_changes_files(command)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python repro.py",
+        "grep -rn x src",
+        "cat f.py",
+        "nl -ba f | sed -n '1,20p'",
+        "ls 2>&1 | head",
+        "echo hi > /dev/null",
+        "pytest -q 2>/dev/null",
+        "git status",
+        "git diff",
+        "python -c 'print(1 > 0)'",
+        "echo 'unbalanced",
+    ],
+)
+def test_read_only_shell_commands(command):
+    assert not shell_changes_files(command)
+
+
+def test_edit_tools_change_state_by_kind_name_or_editor_command():
+    assert is_state_changing("anything", {}, "edit")
+    assert is_state_changing("write_file", {"path": "x"})
+    assert is_state_changing("str_replace_editor", {"command": "create", "path": "x"})
+    assert not is_state_changing("str_replace_editor", {"command": "view", "path": "x"})
+    assert is_state_changing("bash_command", {"keystrokes": "sed -i s/a/b/ f\n"})
+    assert not is_state_changing("read_file", {"path": "x"})

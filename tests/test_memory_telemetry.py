@@ -1,0 +1,255 @@
+"""Telemetry v2 rows, strict parser, rotation, trace, spend fold and usage rows
+(MEMORY_SPEC §5, §11 items 5, 7, 13, 15; §12 spend denominator)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clio_acp.memory.bank import TaskMemoryBank
+from clio_acp.memory.middleware import render_activity
+from clio_acp.memory.spend import (
+    USAGE_RING_ROWS,
+    UsageFigures,
+    UsageRow,
+    UsageTiming,
+    append_usage_row,
+    fold_spend,
+    fold_spend_file,
+    format_spend,
+)
+from clio_acp.memory.telemetry import (
+    ROTATE_BYTES,
+    MemoryTrace,
+    StepRecord,
+    TelemetrySink,
+    bank_delta,
+    is_canonical_timestamp,
+    parse_step_line,
+)
+
+EXACT_KEYS = {
+    "version",
+    "at",
+    "triggerReasons",
+    "tier",
+    "bankDelta",
+    "decision",
+    "reason",
+    "bankOperations",
+    "droppedOperations",
+    "citedEntries",
+    "tokenCost",
+    "latencyMs",
+}
+
+
+def row(**over):
+    base = {
+        "version": 2,
+        "at": "2026-01-02T03:04:05.678Z",
+        "triggerReasons": ["interval"],
+        "tier": "llm",
+        "bankDelta": {
+            k: {"added": 0, "updated": 0, "deleted": 0}
+            for k in ("status", "knowledge", "procedural")
+        },
+        "decision": "injected",
+        "reason": "intervened",
+        "bankOperations": 1,
+        "droppedOperations": 0,
+        "citedEntries": 1,
+        "tokenCost": {"input": 10, "output": 5, "total": 15},
+        "latencyMs": 120.5,
+        "targetId": "local",
+        "modelId": "small",
+    }
+    base.update(over)
+    return base
+
+
+def test_rules_row_has_exactly_the_v2_key_set():
+    data = row(tier="rules")
+    del data["targetId"], data["modelId"]
+    assert set(json.loads(StepRecord.model_validate(data).to_json())) == EXACT_KEYS
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"version": 1}, "v1 rows are rejected"),
+        ({"at": "2026-01-02T08:04:05.678+05:00"}, "offset timestamps sort wrong"),
+        ({"at": "2026-01-02T03:04:05Z"}, "no milliseconds: not canonical"),
+        ({"tokenCost": {"input": 1, "output": 1, "total": 3}}, "total must be input+output"),
+        ({"decision": "maybe"}, "unknown decision"),
+        ({"reason": "vibes"}, "unknown reason"),
+        ({"triggerReasons": []}, "at least one trigger"),
+        ({"triggerReasons": ["interval", "interval"]}, "unique triggers"),
+        ({"triggerReasons": ["interval", "loop_signal", "manual", "turn_end"]}, "at most three"),
+        ({"triggerReasons": ["whim"]}, "unknown trigger"),
+        ({"extra": 1}, "unknown key"),
+        ({"modelId": None}, "half a pair"),
+        ({"latencyMs": -1}, "negative latency"),
+        ({"citedEntries": True}, "booleans are not counts"),
+    ],
+)
+def test_parser_rejects(change, why):
+    data = row(**change)
+    data = {k: v for k, v in data.items() if v is not None}
+    with pytest.raises(ValueError):
+        parse_step_line(json.dumps(data))
+
+
+def test_parser_rejects_a_missing_reason_instead_of_defaulting():
+    data = row()
+    del data["reason"]
+    with pytest.raises(ValueError):
+        parse_step_line(json.dumps(data))
+
+
+def test_parser_accepts_the_reasons_the_code_emits():
+    for reason in (
+        "environmental_failure",
+        "loop_stop",
+        "no_consumer",
+        "step_in_flight",
+        "bank_empty",
+    ):
+        assert parse_step_line(json.dumps(row(reason=reason))).reason == reason
+
+
+def test_canonical_timestamp_round_trip():
+    assert is_canonical_timestamp("2026-01-02T03:04:05.678Z")
+    assert not is_canonical_timestamp("2026-01-02T03:04:05.678000Z")
+    assert not is_canonical_timestamp("yesterday")
+
+
+def test_bank_delta_ignores_citation_bumps_and_counts_real_writes():
+    bank = TaskMemoryBank()
+    k = bank.save("knowledge", "A fact")
+    p = bank.save("procedural", "An attempt")
+    before = bank.snapshot()
+    bank.record_injection([k.id, p.id])
+    assert bank_delta(before, bank.snapshot()).writes == 0
+    bank.save("knowledge", "A changed fact", k.id)
+    bank.delete_entry(p.id)
+    bank.update_status("now")
+    delta = bank_delta(before, bank.snapshot())
+    assert delta.knowledge.updated == 1
+    assert delta.procedural.deleted == 1
+    assert delta.status.added == 1
+
+
+def test_sink_rotates_past_one_mib_keeping_one_generation(tmp_path):
+    path = tmp_path / "memory" / "steps.jsonl"
+    sink = TelemetrySink(path)
+    record = StepRecord.model_validate(row())
+    sink.emit(record)
+    path.write_text("x" * (ROTATE_BYTES + 1))
+    (tmp_path / "memory" / "steps.jsonl.1").write_text("old generation\n")
+    sink.emit(record)
+    assert (tmp_path / "memory" / "steps.jsonl.1").stat().st_size == ROTATE_BYTES + 1
+    assert [parse_step_line(line).reason for line in path.read_text().splitlines()] == [
+        "intervened"
+    ]
+
+
+def test_sink_is_best_effort(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    TelemetrySink(blocker / "steps.jsonl").emit(StepRecord.model_validate(row()))  # no raise
+
+
+def test_spend_fold_counts_llm_steps_that_reached_the_model():
+    rows = [
+        StepRecord.model_validate(row()),
+        StepRecord.model_validate(row(decision="silent", reason="model_silent", latencyMs=300)),
+        StepRecord.model_validate(row(decision="dropped", reason="step_in_flight")),
+        StepRecord.model_validate(row(decision="dropped", reason="endpoint_busy")),
+        StepRecord.model_validate(row(decision="timeout", reason="deadline")),
+        StepRecord.model_validate(
+            {
+                k: v
+                for k, v in row(tier="rules", reason="intervened").items()
+                if k not in ("targetId", "modelId")
+            }
+        ),
+    ]
+    summary = fold_spend(rows)
+    assert summary.llm_steps == 3
+    assert summary.injections == 1 and summary.timeouts == 1
+    assert summary.hit_rate == pytest.approx(1 / 3)
+    assert summary.endpoint_busy_skips == 1
+    assert summary.total_tokens == 45
+    assert summary.slowest_step_ms == 300
+    assert format_spend(summary) == "spend 3 steps · 45 tok · 0.5s · hit 1/3 (33%)"
+    assert format_spend(fold_spend([])) == ""
+
+
+def test_spend_line_formats_thousands_and_minutes():
+    rows = [
+        StepRecord.model_validate(
+            row(tokenCost={"input": 1500, "output": 0, "total": 1500}, latencyMs=61000)
+        )
+    ]
+    assert format_spend(fold_spend(rows)) == "spend 1 steps · 1.5k tok · 1.0m · hit 1/1 (100%)"
+
+
+def test_spend_file_fold_skips_torn_and_foreign_lines(tmp_path):
+    path = tmp_path / "steps.jsonl"
+    good = StepRecord.model_validate(row()).to_json()
+    path.write_text(good + "\n" + "{not json\n" + json.dumps(row(version=1)) + "\n" + good[:20])
+    (tmp_path / "steps.jsonl.1").write_text(good + "\n")
+    summary = fold_spend_file(path)
+    assert summary.llm_steps == 2
+    assert fold_spend_file(tmp_path / "missing.jsonl").llm_steps == 0
+
+
+def test_usage_rows_are_a_ring_of_1000(tmp_path):
+    path = tmp_path / "usage" / "out-of-turn.jsonl"
+    lines = [
+        json.dumps({"label": "background-memory", "sessionId": f"s{i}"})
+        for i in range(USAGE_RING_ROWS)
+    ]
+    path.parent.mkdir()
+    path.write_text("\n".join(lines) + "\n")
+    usage = UsageFigures(input=3, output=2, total_tokens=5)
+    append_usage_row(
+        path, UsageRow(session_id="origin", usage=usage, timing=UsageTiming(duration_ms=5))
+    )
+    rows = path.read_text().splitlines()
+    assert len(rows) == USAGE_RING_ROWS
+    assert json.loads(rows[0])["sessionId"] == "s1"
+    last = json.loads(rows[-1])
+    assert last["sessionId"] == "origin" and last["label"] == "background-memory"
+    assert last["usage"]["totalTokens"] == 5 and last["timing"]["durationMs"] == 5
+
+
+def test_trace_is_opt_in_truncated_once_per_process_and_redacted(tmp_path, monkeypatch):
+    assert not MemoryTrace.from_env({}).enabled
+    path = tmp_path / "trace.jsonl"
+    path.write_text("left over from a previous process\n")
+    MemoryTrace._opened.discard(str(path))
+    trace = MemoryTrace.from_env({"CLIO_ACP_MEMORY_TRACE": str(path)})
+    trace.write(
+        decision="injected", reminder="x" * 9000, userPrompt="use API_KEY=super-secret-value"
+    )
+    trace.write(decision="silent", reminder="")
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(lines) == 2
+    assert len(lines[0]["reminder"]) == 8000 and lines[0]["reminderChars"] == 9000
+    assert "super-secret-value" not in lines[0]["userPrompt"]
+
+
+def test_activity_line_rendering():
+    event = {
+        "triggerReasons": ["interval", "tool_error_streak"],
+        "decision": "gated",
+        "reason": "uncited",
+        "bankWrites": 2,
+        "citedEntries": 0,
+    }
+    assert render_activity(event) == "interval+tool_error_streak gated uncited 2w"
+    event.update(decision="injected", reason="intervened", bankWrites=0, citedEntries=1)
+    assert render_activity(event) == "interval+tool_error_streak injected 1 cited"
