@@ -102,8 +102,16 @@ local function run()
   log("ok: turn streamed into " .. clio.TURN_BUFFER)
 
   -- 2. a memory diagnostic with a proposal id appears.
+  -- The memory step runs detached after the turn; the plugin refreshes the board
+  -- (clio.memory.show) a few times after it, which is what makes the server publish
+  -- a new proposal. Look at the board now and then as a user would (:ClioMemory).
   local proposal
+  local last_look = vim.loop.now()
   wait_for("clio-memory diagnostic with a proposal id", function()
+    if vim.loop.now() - last_look > 3000 then
+      last_look = vim.loop.now()
+      clio.refresh_status()
+    end
     for _, item in ipairs(clio._proposal_diagnostics()) do
       proposal = item
     end
@@ -183,9 +191,14 @@ local function run()
   log("offer: " .. tostring(offered[1].message) .. " [" .. table.concat(offered[1].titles, "/") .. "]")
   local seeded = os.getenv("CLIO_TEST_EXPECT_SEEDED")
   if seeded and seeded ~= "" then
-    wait_for("bank seeded from the handoff", function()
-      local turn_text = table.concat(vim.api.nvim_buf_get_lines(clio.turn_buffer(), 0, -1, false), "\n")
-      return turn_text:find(seeded, 1, true) ~= nil
+    wait_for("the server reports the seed", function()
+      for _, m in ipairs(clio.state.messages) do
+        if m:find(seeded, 1, true) then
+          log("seed: " .. m)
+          return true
+        end
+      end
+      return false
     end)
   end
   clio.stop()

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 from tests.editors.test_neovim_e2e import _script, install_settings  # noqa: E402
 from tests.support.model_server import ScriptedModelServer  # noqa: E402
 
-COLS, ROWS = 96, 26
+COLS, ROWS = 104, 26
 SESSION = "clio-shot"
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf"
 FONT_PX = 13

@@ -16,6 +16,7 @@ local M = {}
 M.SOURCE = "clio-memory" -- diagnostics source the server uses for reminders (issue 8)
 M.TURN_BUFFER = "clio://turn"
 M.MEMORY_BUFFER = "clio://memory"
+M.SETTLE_MS = { 2000, 6000 } -- status refreshes after a turn ends, ms
 
 local defaults = {
   -- The server command; `python -m clio_acp lsp` works too.
@@ -48,6 +49,7 @@ M.state = {
   events = {}, -- every sessionUpdate event of this Neovim, in order
   memory_diagnostics = {}, -- uri -> raw LSP diagnostics with source clio-memory
   offers = {}, -- resume offers seen: { message, actions, answer }
+  messages = {}, -- window/showMessage texts, in order
   board = nil,
   status = "clio",
 }
@@ -87,7 +89,7 @@ local function scratch(name)
   vim.api.nvim_buf_set_option(buf, "buftype", "nofile")
   vim.api.nvim_buf_set_option(buf, "bufhidden", "hide")
   vim.api.nvim_buf_set_option(buf, "swapfile", false)
-  vim.api.nvim_buf_set_option(buf, "filetype", "markdown")
+  vim.api.nvim_buf_set_option(buf, "filetype", "clio")
   return buf
 end
 
@@ -196,7 +198,18 @@ local function on_session_update(_, params)
   if text then
     M.append(text, inline)
   end
-  if kind == "turn_ended" or kind == "memory_reminder" or kind == "memory_cleared" then
+  if kind == "turn_ended" then
+    -- The LLM-tier memory step runs detached after the turn: refresh again once it
+    -- had time to decide, so the status line and proposals catch up.
+    M.refresh_status()
+    for _, ms in ipairs(M.SETTLE_MS) do
+      vim.defer_fn(function()
+        if M.client() then
+          M.refresh_status()
+        end
+      end, ms)
+    end
+  elseif kind == "memory_reminder" or kind == "memory_cleared" or kind == "memory_proposal" then
     M.refresh_status()
   end
 end
@@ -212,6 +225,18 @@ local function on_publish_diagnostics(err, result, ctx, config)
     M.state.memory_diagnostics[result.uri] = mine
   end
   return vim.lsp.diagnostic.on_publish_diagnostics(err, result, ctx, config)
+end
+
+local MESSAGE_LEVEL = { [1] = "error", [2] = "warning", [3] = "info", [4] = "log" }
+
+-- window/showMessage: keep it in the turn buffer too (seed results, option
+-- problems), then let Neovim show it as usual.
+local function on_show_message(err, result, ctx, config)
+  if type(result) == "table" and result.message then
+    table.insert(M.state.messages, result.message)
+    M.append("[" .. (MESSAGE_LEVEL[result.type] or "info") .. "] " .. result.message, false)
+  end
+  return vim.lsp.handlers["window/showMessage"](err, result, ctx, config)
 end
 
 local function answer_offer(message, titles)
@@ -341,6 +366,7 @@ function M.start()
       ["clio/sessionUpdate"] = on_session_update,
       ["textDocument/publishDiagnostics"] = on_publish_diagnostics,
       ["window/showMessageRequest"] = on_show_message_request,
+      ["window/showMessage"] = on_show_message,
     },
     on_init = function(client)
       M.state.ready = true
