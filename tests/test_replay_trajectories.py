@@ -161,3 +161,29 @@ def test_replay_cli_reports_bad_file_and_still_replays_the_others(run_cli, tmp_p
     assert "unknown trajectory format" in result.stderr
     assert "astropy__astropy-12907 (mini-swe-agent): 19 tool calls" in result.stdout
     assert "TOTAL: 1 files" in result.stdout
+
+
+def test_replay_runs_the_llm_tier_when_a_memory_route_is_configured(model_server, run_cli):
+    from tests.support.model_server import Reply, usage
+
+    model_server.install_settings()
+    model_server.push(
+        Reply(
+            text="<operations>[]</operations>\n"
+            "<context_for_action>[tm-k-1] Keep the tests untouched.</context_for_action>",
+            usage=usage(300, 20),
+        )
+    )
+    model_server.default = Reply(
+        text="<operations>[]</operations>\n<no_intervention/>", usage=usage(300, 5)
+    )
+    result = run_cli("replay", "--json", str(mini("django__django-16263")))
+    assert result.returncode == 0, result.stderr
+    (report,) = [json.loads(line) for line in result.stdout.splitlines()]
+    llm = [r for r in report["reminders"] if r["channel"] == "reminder"]
+    assert llm and llm[0]["text"] == "Memory: [tm-k-1] Keep the tests untouched."
+    assert llm[0]["cited"] == ["tm-k-1"]
+    assert report["telemetry"]["injected/intervened"] >= 2  # the rules annotation + the llm one
+    assert len(model_server.bodies) >= 2
+    # The rules-tier catch is still there.
+    assert any(r["step"] == 12 and r["channel"] == "annotation" for r in report["reminders"])

@@ -15,13 +15,15 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
+from clio_acp.agent.memory_bridge import RouterMemoryClient
 from clio_acp.agent.recordings import FORMATS, RecordingFormatError
 from clio_acp.agent.replay import ReplayReport, replay_file
 from clio_acp.paths import resolve_paths
-from clio_acp.settings import MemorySettings, load_settings
+from clio_acp.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
 
@@ -49,28 +51,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _memory_settings() -> MemorySettings:
+def _load_settings() -> Settings:
     try:
-        return load_settings(resolve_paths().settings_file).context.memory
+        return load_settings(resolve_paths().settings_file, env=os.environ)
     except Exception as exc:
         log.warning("settings could not be loaded (%s); using defaults", exc)
-        return MemorySettings()
+        print(f"clio-acp replay: settings not loaded ({exc}); using defaults", file=sys.stderr)
+        return Settings()
 
 
-def _client_factory(settings: MemorySettings):
-    """The LLM tier's client builder when a memory route is configured, else None."""
-    if not settings.target:
+def _router(settings: Settings):
+    """The models router when ``context.memory`` names a usable route, else None."""
+    if not settings.context.memory.target:
         return None
-    try:  # the models layer provides the memory route adapter (issue 5)
-        from clio_acp.models.memory_route import memory_client_factory  # type: ignore
-    except ImportError:
+    from clio_acp.models.routing import Router
+
+    router = Router(settings, paths=resolve_paths())
+    if router.memory_route is None:
         print(
-            "clio-acp replay: a memory route is configured but no memory client is "
-            "available; replaying the rules tier only",
+            "clio-acp replay: context.memory names no usable route; rules tier only",
             file=sys.stderr,
         )
-        return None
-    return memory_client_factory()
+    return router
 
 
 def _print_text(report: ReplayReport) -> None:
@@ -91,37 +93,48 @@ def _print_text(report: ReplayReport) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = _memory_settings()
-    factory = _client_factory(settings)
+    return asyncio.run(_run(args))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    settings = _load_settings()
+    memory = settings.context.memory
+    router = _router(settings)
+    factory = None
+    if router is not None and router.memory_route is not None:
+        client = RouterMemoryClient(router)
+        factory = lambda _settings: client  # noqa: E731 - one client for the whole run
     failed = 0
     totals = {"files": 0, "toolCalls": 0, "failures": 0, "informative": 0, "reminders": 0}
-    for path in args.files:
-        try:
-            reports = asyncio.run(
-                replay_file(
+    try:
+        for path in args.files:
+            try:
+                reports = await replay_file(
                     path,
                     args.format,
-                    lambda: settings,
+                    lambda: memory,
                     client_factory=factory,
                     compact_every=args.compact_every,
                 )
-            )
-        except RecordingFormatError as exc:
-            print(f"clio-acp replay: {exc}", file=sys.stderr)
-            failed += 1
-            continue
-        except OSError as exc:
-            print(f"clio-acp replay: {path}: {exc}", file=sys.stderr)
-            failed += 1
-            continue
-        totals["files"] += 1
-        for report in reports:
-            for key in ("toolCalls", "failures", "informative", "reminders"):
-                totals[key] += report.summary[key]
-            if args.json:
-                print(json.dumps(report.to_dict(), ensure_ascii=False))
-            else:
-                _print_text(report)
+            except RecordingFormatError as exc:
+                print(f"clio-acp replay: {exc}", file=sys.stderr)
+                failed += 1
+                continue
+            except OSError as exc:
+                print(f"clio-acp replay: {path}: {exc}", file=sys.stderr)
+                failed += 1
+                continue
+            totals["files"] += 1
+            for report in reports:
+                for key in ("toolCalls", "failures", "informative", "reminders"):
+                    totals[key] += report.summary[key]
+                if args.json:
+                    print(json.dumps(report.to_dict(), ensure_ascii=False), flush=True)
+                else:
+                    _print_text(report)
+    finally:
+        if router is not None:
+            await router.aclose()
     if not args.json:
         print(
             f"TOTAL: {totals['files']} files, {totals['toolCalls']} tool calls, "
