@@ -144,7 +144,7 @@ class AgentLoop:
         spill_store: SpillStore,
         emit: EventSink,
         model_factory: Callable[[], ChatModel],
-        system_prompt: Callable[[], str] | None = None,
+        system_prompt: Callable[[], Awaitable[str]] | None = None,
         limits: TurnLimits | None = None,
         rules: Callable[[], ContextRules] | None = None,
         on_bank_changed: Callable[[], Awaitable[None]] | None = None,
@@ -160,7 +160,8 @@ class AgentLoop:
         self._emit = emit
         self._model_factory = model_factory
         self._model: ChatModel | None = None
-        self._system_prompt = system_prompt or (lambda: BASE_SYSTEM_PROMPT)
+        self._system_prompt = system_prompt
+        self._system_base = BASE_SYSTEM_PROMPT
         self.limits = limits or TurnLimits()
         self._rules = rules or ContextRules
         self._on_bank_changed = on_bank_changed
@@ -189,9 +190,21 @@ class AgentLoop:
     async def emit(self, event: SessionEvent) -> None:
         await self._emit(event)
 
+    async def refresh_system_prompt(self) -> None:
+        """Rebuild the system prompt (once per turn: the durable-memory section may
+        change between turns, never inside one)."""
+        if self._system_prompt is not None:
+            try:
+                self._system_base = await self._system_prompt()
+            except Exception:
+                log.warning("system prompt build failed; using the base prompt", exc_info=True)
+                self._system_base = BASE_SYSTEM_PROMPT
+
     def system_text(self) -> str:
         roots = ", ".join(str(r) for r in self.workspace.roots)
-        return f"{self._system_prompt()}\n\nWorkspace root: {self.workspace.cwd}\nAllowed roots: {roots}"
+        return (
+            f"{self._system_base}\n\nWorkspace root: {self.workspace.cwd}\nAllowed roots: {roots}"
+        )
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         return self.registry.schemas()
@@ -211,6 +224,7 @@ class AgentLoop:
         self.guard.start_turn(state.turn_id)
         stop = "end_turn"
         try:
+            await self.refresh_system_prompt()
             await self.transcript.add(
                 history.ROW_PROMPT,
                 {"message_id": message_id or new_id("msg"), "text": text, "turn_id": state.turn_id},

@@ -112,6 +112,10 @@ class MemoryHooks(Protocol):
 
     def board(self) -> dict[str, Any]: ...
 
+    def task_bank(self) -> Any:
+        """The live ``TaskMemoryBank`` (handoff, seed), or None when memory is off."""
+        ...
+
     def reset(self) -> None: ...
 
     def dispose(self) -> None: ...
@@ -172,6 +176,9 @@ class NullMemory:
             "bank": None,
             "activity": [],
         }
+
+    def task_bank(self) -> Any:
+        return None
 
     def reset(self) -> None:
         return None

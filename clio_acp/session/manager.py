@@ -36,8 +36,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from clio_acp.agent import history
-from clio_acp.agent.loop import AgentLoop, ContextRules, Transcript, TurnLimits
+from clio_acp.agent import history, memory_adapter
+from clio_acp.agent.loop import BASE_SYSTEM_PROMPT, AgentLoop, ContextRules, Transcript, TurnLimits
 from clio_acp.agent.memory_port import InjectReminder, MemoryHooks, NullMemory
 from clio_acp.agent.model_port import ChatModel, resolve_chat_model
 from clio_acp.agent.permissions import PERMISSION_MODES, PermissionGate, PermissionHandler
@@ -189,10 +189,6 @@ def _default_memory_factory(
     paths: Paths,
 ) -> MemoryHooks:
     if not settings().context.memory.enabled:
-        return NullMemory()
-    try:
-        from clio_acp.agent import memory_adapter  # wires clio_acp.memory.middleware
-    except ImportError:
         return NullMemory()
     try:
         return memory_adapter.create(
@@ -393,23 +389,36 @@ class Session:
                 )
 
     async def handoff(self) -> Path:
-        """Write a deterministic handoff file (MEMORY_SPEC §12 item 8); returns its path.
-        Raises ``RuntimeError`` when the handoff module is not available."""
-        try:
-            from clio_acp.memory import handoff as handoff_mod
-        except ImportError as exc:
-            raise RuntimeError("handoff is not available in this build") from exc
-        return await handoff_mod.write_session_handoff(self)  # type: ignore[attr-defined]
+        """Write ``<cwd>/.clio-coder/handoffs/handoff-<UTC>.md`` deterministically, with
+        no model (MEMORY_SPEC §12 item 8); returns its path. Raises ``RuntimeError``
+        when memory is off (no bank) and ``OSError`` when the folder is not writable."""
+        from clio_acp.memory.handoff import awrite_handoff_artifact
+
+        bank = self.memory.task_bank()
+        if bank is None:
+            raise RuntimeError("memory is off for this session: no task bank to hand off")
+        facts = memory_adapter.handoff_facts(self.transcript.rows)
+        unresolved = getattr(self.memory, "unresolved_failures", None)
+        return await awrite_handoff_artifact(
+            self.cwd,
+            bank=bank,
+            session_id=self.id,
+            unresolved_failures=list(unresolved()) if callable(unresolved) else [],
+            **facts,
+        )
 
     async def seed(self) -> dict[str, Any]:
-        """Seed the bank from the newest handoff (``/memory seed``, MEMORY_SPEC §7)."""
-        try:
-            from clio_acp.memory import handoff as handoff_mod
-        except ImportError as exc:
-            raise RuntimeError("seed is not available in this build") from exc
-        result = await handoff_mod.seed_session(self)  # type: ignore[attr-defined]
+        """``/memory seed``: import the newest handoff snapshot into the bank (§7).
+        Returns ``{status}`` or ``{status, seeded, skipped, source}``."""
+        from clio_acp.memory.handoff import aseed_from_newest_handoff
+
+        bank = self.memory.task_bank()
+        enabled = self._manager._settings().context.memory.enabled and bank is not None
+        if bank is None:
+            return {"status": "disabled"}
+        outcome = await aseed_from_newest_handoff(bank, self.cwd, enabled=enabled)
         await self.save_bank()
-        return result
+        return outcome.to_dict()
 
     def rows(self) -> list[JournalEntry]:
         return list(self.transcript.rows)
@@ -465,7 +474,6 @@ class SessionManager:
         return self._journal
 
     def _system_prompt(self, session: Session) -> str:
-        from clio_acp.agent.loop import BASE_SYSTEM_PROMPT
 
         section = ""
         try:
@@ -575,11 +583,7 @@ class SessionManager:
         if not self._settings().context.memory.enabled:
             return None
         try:
-            from clio_acp.agent import memory_adapter
-
             found = await asyncio.to_thread(memory_adapter.find_handoff_offer, session.cwd)
-        except ImportError:
-            return None
         except Exception:
             log.warning("handoff discovery failed", exc_info=True)
             return None
