@@ -126,6 +126,8 @@ class TargetSettings(_Model):
     (MEMORY_SPEC §10 route safety)."""
     request_timeout_ms: int = Field(default=300_000, ge=1)
     """Deadline of one chat request on this target, ms (memory uses its own)."""
+    context_window: int | None = Field(default=None, ge=1024)
+    """Model window in tokens (compaction triggers at 0.8 of it); unset: 32,768."""
 
     @model_validator(mode="after")
     def _url_unless_embedded(self) -> TargetSettings:

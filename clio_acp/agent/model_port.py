@@ -4,24 +4,33 @@ Owns the small protocol the loop and compaction call — ``stream`` (one streame
 completion with tools; text and reasoning pieces go to callbacks; returns the whole
 assistant turn with tool calls and usage) and ``complete`` (one plain completion, for
 the compaction summary) — and the shapes they return. The real client lives in
-``clio_acp.models`` (issue 5); :func:`resolve_chat_model` adapts it, and until it is
-present a minimal OpenAI-compatible streaming client here keeps the loop usable.
-It knows nothing about memory or sessions.
+``clio_acp.models`` (issue 5); :class:`RouterChatModel` adapts its ``Router`` chat
+route. ``ModelError`` is the models package's (every typed model failure). It knows
+nothing about memory or sessions.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import httpx
-from httpx_sse import aconnect_sse
+from clio_acp.models import ChatRequest, Done, ReasoningDelta, Router, TextDelta
+from clio_acp.models.errors import ModelError
+from clio_acp.paths import Paths
+from clio_acp.settings import RoleSettings, Settings
 
-from clio_acp.settings import Settings
+__all__ = [
+    "ChatModel",
+    "ModelError",
+    "ModelToolCall",
+    "ModelTurn",
+    "ModelUsage",
+    "RouterChatModel",
+    "resolve_chat_model",
+]
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +75,6 @@ class ModelTurn:
     usage: ModelUsage = field(default_factory=ModelUsage)
 
 
-class ModelError(RuntimeError):
-    """A model call failed (connection, HTTP status, malformed stream, no route)."""
-
-
 class ChatModel(Protocol):
     """What the loop needs from a chat route. Cancellation is task cancellation: the
     stream must be closed promptly when the awaiting task is cancelled."""
@@ -101,31 +106,19 @@ async def _call(cb: TextCallback | None, text: str) -> None:
         await result
 
 
-class OpenAICompatModel:
-    """A minimal OpenAI-compatible ``/chat/completions`` streaming client (httpx +
-    httpx-sse). Used only when ``clio_acp.models`` offers no client."""
+class RouterChatModel:
+    """:class:`ChatModel` over the session's ``clio_acp.models.Router`` chat route."""
 
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        context_window: int = DEFAULT_CONTEXT_WINDOW,
-        extra_body: dict[str, Any] | None = None,
-        timeout_s: float = 600.0,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.name = model
-        self.context_window = context_window
-        self._extra = dict(extra_body or {})
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(
-            headers=headers, timeout=httpx.Timeout(timeout_s, connect=10.0)
+    def __init__(self, router: Router, *, context_window: int) -> None:
+        self.router = router
+        route = router.chat_route
+        self.name = (
+            (route.model or route.target.default_model or route.target.id) if route else "none"
         )
+        self.context_window = context_window
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self.router.aclose()
 
     async def stream(
         self,
@@ -136,76 +129,30 @@ class OpenAICompatModel:
         on_reasoning: TextCallback | None = None,
         max_tokens: int | None = None,
     ) -> ModelTurn:
-        body: dict[str, Any] = {
-            "model": self.name,
-            "messages": list(messages),
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            **self._extra,
-        }
-        if tools:
-            body["tools"] = list(tools)
-        if max_tokens:
-            body["max_tokens"] = max_tokens
-        turn = ModelTurn()
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
-        try:
-            async with aconnect_sse(
-                self._client, "POST", f"{self.base_url}/chat/completions", json=body
-            ) as source:
-                if source.response.status_code != 200:
-                    await source.response.aread()
-                    raise ModelError(
-                        f"model {self.name}: HTTP {source.response.status_code}: "
-                        f"{source.response.text[:300]}"
-                    )
-                async for sse in source.aiter_sse():
-                    if sse.data.strip() == "[DONE]":
-                        break
-                    try:
-                        chunk = json.loads(sse.data)
-                    except ValueError as exc:
-                        raise ModelError(f"malformed stream chunk: {sse.data[:200]!r}") from exc
-                    usage = chunk.get("usage")
-                    if usage:
-                        details = usage.get("prompt_tokens_details") or {}
-                        turn.usage = ModelUsage(
-                            int(usage.get("prompt_tokens") or 0),
-                            int(usage.get("completion_tokens") or 0),
-                            int(details.get("cached_tokens") or 0),
-                        )
-                    for choice in chunk.get("choices") or ():
-                        delta = choice.get("delta") or {}
-                        if delta.get("reasoning_content"):
-                            reasoning.append(delta["reasoning_content"])
-                            await _call(on_reasoning, delta["reasoning_content"])
-                        if delta.get("content"):
-                            text.append(delta["content"])
-                            await _call(on_text, delta["content"])
-                        for tc in delta.get("tool_calls") or ():
-                            slot = calls.setdefault(
-                                int(tc.get("index", 0)), {"id": "", "name": "", "arguments": ""}
-                            )
-                            if tc.get("id"):
-                                slot["id"] = tc["id"]
-                            fn = tc.get("function") or {}
-                            if fn.get("name"):
-                                slot["name"] += fn["name"]
-                            if fn.get("arguments"):
-                                slot["arguments"] += fn["arguments"]
-                        if choice.get("finish_reason"):
-                            turn.finish_reason = choice["finish_reason"]
-        except httpx.HTTPError as exc:
-            raise ModelError(f"model {self.name} at {self.base_url}: {exc!r}") from exc
-        turn.text = "".join(text)
-        turn.reasoning = "".join(reasoning)
-        turn.tool_calls = [
-            ModelToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"])
-            for i, c in sorted(calls.items())
-        ]
-        return turn
+        request = ChatRequest(
+            messages=list(messages), tools=list(tools) or None, max_tokens=max_tokens
+        )
+        completion = None
+        async with contextlib.aclosing(self.router.stream_chat(request)) as events:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    await _call(on_text, event.text)
+                elif isinstance(event, ReasoningDelta):
+                    await _call(on_reasoning, event.text)
+                elif isinstance(event, Done):
+                    completion = event.completion
+        if completion is None:
+            raise ModelError("the chat stream ended without an answer")
+        usage = completion.usage
+        return ModelTurn(
+            text=completion.text,
+            reasoning=completion.reasoning,
+            tool_calls=[ModelToolCall(c.id, c.name, c.arguments) for c in completion.tool_calls],
+            finish_reason=completion.finish_reason,
+            usage=ModelUsage(usage.input_tokens, usage.output_tokens, usage.cached_tokens or 0)
+            if usage
+            else ModelUsage(),
+        )
 
     async def complete(self, system: str, user: str, *, max_tokens: int) -> str:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -214,37 +161,25 @@ class OpenAICompatModel:
 
 
 def resolve_chat_model(
-    settings: Settings, *, target: str | None = None, model: str | None = None
+    settings: Settings,
+    *,
+    paths: Paths | None = None,
+    target: str | None = None,
+    model: str | None = None,
 ) -> ChatModel:
-    """The chat route of ``settings`` (or the given target/model overrides).
-
-    Raises :class:`ModelError` when no target is configured or the target is unknown.
-    """
-    try:  # issue 5's client, when present
-        from clio_acp.models import chat_model_for  # type: ignore[attr-defined]
-    except ImportError:
-        chat_model_for = None
-    if chat_model_for is not None:
-        return chat_model_for(settings, target=target, model=model)
-    target_id = target or settings.chat.target
-    if target_id is None and len(settings.targets) == 1:
-        target_id = settings.targets[0].id
-    spec = settings.target(target_id)
-    if spec is None:
-        raise ModelError(
-            "no chat model configured: set chat.target in settings.yaml (or pass --target)"
-            if target_id is None
-            else f"unknown target {target_id!r}"
+    """The chat route of ``settings`` (``target``/``model`` override ``chat.*``), as a
+    :class:`ChatModel`. No error here when no route is configured: the first request
+    raises ``RouteError`` (a ``ModelError``), which the turn reports as a notice."""
+    if target is not None or model is not None:
+        chat = RoleSettings(
+            target=target or settings.chat.target,
+            model=model if model is not None else (None if target else settings.chat.model),
         )
-    if not spec.url:
-        raise ModelError(f"target {target_id!r} ({spec.runtime}) has no url")
-    url = spec.url.rstrip("/")
-    if not url.endswith("/v1") and "/v1/" not in url + "/":
-        url += "/v1"
-    name = model or (settings.chat.model if target is None else None) or spec.default_model
-    return OpenAICompatModel(
-        base_url=url,
-        model=name or "default",
-        api_key=os.environ.get(spec.api_key_env) if spec.api_key_env else None,
-        timeout_s=spec.request_timeout_ms / 1000,
-    )
+        settings = settings.model_copy(update={"chat": chat})
+    router = Router(settings, paths=paths)
+    window = DEFAULT_CONTEXT_WINDOW
+    route = router.chat_route
+    if route is not None:
+        spec = settings.target(route.target.id)
+        window = getattr(spec, "context_window", None) or DEFAULT_CONTEXT_WINDOW
+    return RouterChatModel(router, context_window=window)

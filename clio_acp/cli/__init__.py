@@ -12,7 +12,15 @@ import logging
 import sys
 
 from clio_acp import __version__
-from clio_acp.cli import acp_cmd, lsp_cmd, memory_cmd, paths_cmd, replay_cmd, usage_cmd
+from clio_acp.cli import (
+    acp_cmd,
+    lsp_cmd,
+    memory_cmd,
+    paths_cmd,
+    replay_cmd,
+    session_cmd,
+    usage_cmd,
+)
 
 # One line per command module; keep alphabetical to make merges trivial.
 _COMMAND_MODULES = [
@@ -21,6 +29,7 @@ _COMMAND_MODULES = [
     memory_cmd,
     paths_cmd,
     replay_cmd,
+    session_cmd,
     usage_cmd,
 ]
 

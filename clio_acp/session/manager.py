@@ -454,7 +454,7 @@ class SessionManager:
         self._settings = settings
         self._host_factory = host_factory
         self.delivers_reminders = delivers_reminders
-        self._model_factory = model_factory or (lambda s: resolve_chat_model(s))
+        self._model_factory = model_factory or (lambda s: resolve_chat_model(s, paths=paths))
         self._memory_factory = memory_factory
         self.max_turn_requests = max_turn_requests
         self._journal: Journal | None = None

@@ -1,0 +1,77 @@
+"""``clio-acp run`` / ``events`` / ``sessions`` as real subprocesses against the
+scripted model server."""
+
+from __future__ import annotations
+
+import json
+
+from tests.support.model_server import Reply, ToolCall
+
+
+def test_run_prints_answer_and_tool_calls_then_events_show_the_journal(run_cli, model_server, tmp_path):
+    model_server.install_settings(memory=False)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "hello.txt").write_text("hi there\n")
+    model_server.push(
+        Reply(tool_calls=[ToolCall("read_file", json.dumps({"path": "hello.txt"}), id="c1")]),
+        Reply(text="The file greets you."),
+    )
+    result = run_cli("run", "--workspace", str(ws), "what does hello.txt say?")
+    assert result.returncode == 0, result.stderr
+    assert "→ Read hello.txt" in result.stdout
+    assert "The file greets you." in result.stdout
+    assert "[stop: end_turn]" in result.stdout
+
+    listed = run_cli("sessions", "--json")
+    sessions = json.loads(listed.stdout)["sessions"]
+    assert len(sessions) == 1 and sessions[0]["title"] == "what does hello.txt say?"
+    sid = sessions[0]["id"]
+
+    events = run_cli("events", sid, "--json")
+    rows = [json.loads(line) for line in events.stdout.splitlines()]
+    assert [r["type"] for r in rows] == [
+        "prompt",
+        "assistant",
+        "tool_call",
+        "tool_result",
+        "assistant",
+        "turn_ended",
+    ]
+    filtered = run_cli("events", sid[:12], "--type", "tool_result", "--type", "prompt")
+    assert filtered.returncode == 0
+    assert len(filtered.stdout.splitlines()) == 2
+
+
+def test_run_in_ask_mode_without_terminal_denies_and_says_so(run_cli, model_server, tmp_path):
+    model_server.install_settings(memory=False)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model_server.push(
+        Reply(tool_calls=[ToolCall("write_file", json.dumps({"path": "x.txt", "content": "x"}), id="w")]),
+        Reply(text="could not write"),
+    )
+    result = run_cli("run", "--workspace", str(ws), "--json", "write x.txt")
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    finished = [e for e in events if e["type"] == "tool_call_finished"]
+    assert finished[0]["status"] == "failed" and "ask mode" in finished[0]["output"]
+    notices = [e for e in events if e["type"] == "notice"]
+    assert any("nobody can be asked" in n["text"] for n in notices)
+    assert not (ws / "x.txt").exists()
+    tool_msg = model_server.bodies[1]["messages"][-1]
+    assert tool_msg["role"] == "tool" and "refused" in tool_msg["content"]
+
+
+def test_run_with_bypass_writes_and_reports_model_errors(run_cli, model_server, tmp_path):
+    model_server.install_settings(memory=False)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    model_server.push(
+        Reply(tool_calls=[ToolCall("write_file", json.dumps({"path": "x.txt", "content": "x"}), id="w")]),
+        Reply(status=400, error="bad request from test"),
+    )
+    result = run_cli("run", "-w", str(ws), "--mode", "bypass", "write x.txt")
+    assert (ws / "x.txt").read_text() == "x"
+    assert result.returncode == 1
+    assert "[error] Model request failed" in result.stdout
