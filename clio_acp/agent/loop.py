@@ -170,6 +170,7 @@ class AgentLoop:
         self._last_reminder_text: str | None = None
         self.last_usage: dict[str, int] = {}
         self.model_ms_total = 0.0
+        self._turn_prompt_seq: int | None = None
 
     # ------------------------------------------------------------------ helpers
 
@@ -225,10 +226,11 @@ class AgentLoop:
         stop = "end_turn"
         try:
             await self.refresh_system_prompt()
-            await self.transcript.add(
+            prompt_row = await self.transcript.add(
                 history.ROW_PROMPT,
                 {"message_id": message_id or new_id("msg"), "text": text, "turn_id": state.turn_id},
             )
+            self._turn_prompt_seq = prompt_row.seq
             await self._maybe_compact(state)
             self._queue_effects(self.memory.turn_start(self.session_id, state.turn_id, text))
             stop = await self._requests(state)
@@ -615,7 +617,11 @@ class AgentLoop:
         overhead = cmp.view_tokens(system, [], tools)
         retain = max(0, int(rules.retain_ratio * window) - overhead)
         start = 1 if history.latest_compaction(self.transcript.rows) is not None else 0
-        cut = cmp.choose_cut(messages, retain, start=start)
+        keep_from = None
+        for index, (seq, message) in enumerate(pairs):
+            if seq == self._turn_prompt_seq and message.get("role") == "user":
+                keep_from = index
+        cut = cmp.choose_cut(messages, retain, start=start, keep_from=keep_from)
         if cut is None:
             return False
         removed = messages[start:cut]

@@ -124,20 +124,28 @@ def is_safe_cut(messages: Sequence[dict[str, Any]], index: int) -> bool:
 
 
 def choose_cut(
-    messages: Sequence[dict[str, Any]], retain_tokens: int, *, start: int = 0
+    messages: Sequence[dict[str, Any]],
+    retain_tokens: int,
+    *,
+    start: int = 0,
+    keep_from: int | None = None,
 ) -> int | None:
     """The smallest safe index ``i > start`` whose tail fits ``retain_tokens``.
 
     ``messages[:start]`` is a prefix that is always replaced (an old summary).
-    Returns None when no cut removes anything.
+    ``keep_from`` (the current turn's user message) is never cut away: when no
+    smaller cut fits, the cut lands there. Returns None when no cut removes anything.
     """
     n = len(messages)
+    last = n if keep_from is None else min(keep_from, n)
     suffix = [0] * (n + 1)
     for i in range(n - 1, -1, -1):
         suffix[i] = suffix[i + 1] + estimate_message(messages[i])
-    for i in range(start + 1, n + 1):
+    for i in range(start + 1, last + 1):
         if suffix[i] <= retain_tokens and is_safe_cut(messages, i):
             return i
+    if keep_from is not None and last > start and is_safe_cut(messages, last):
+        return last
     return None
 
 

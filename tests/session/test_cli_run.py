@@ -8,7 +8,9 @@ import json
 from tests.support.model_server import Reply, ToolCall
 
 
-def test_run_prints_answer_and_tool_calls_then_events_show_the_journal(run_cli, model_server, tmp_path):
+def test_run_prints_answer_and_tool_calls_then_events_show_the_journal(
+    run_cli, model_server, tmp_path
+):
     model_server.install_settings(memory=False)
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -48,7 +50,11 @@ def test_run_in_ask_mode_without_terminal_denies_and_says_so(run_cli, model_serv
     ws = tmp_path / "ws"
     ws.mkdir()
     model_server.push(
-        Reply(tool_calls=[ToolCall("write_file", json.dumps({"path": "x.txt", "content": "x"}), id="w")]),
+        Reply(
+            tool_calls=[
+                ToolCall("write_file", json.dumps({"path": "x.txt", "content": "x"}), id="w")
+            ]
+        ),
         Reply(text="could not write"),
     )
     result = run_cli("run", "--workspace", str(ws), "--json", "write x.txt")
@@ -68,7 +74,11 @@ def test_run_with_bypass_writes_and_reports_model_errors(run_cli, model_server, 
     ws = tmp_path / "ws"
     ws.mkdir()
     model_server.push(
-        Reply(tool_calls=[ToolCall("write_file", json.dumps({"path": "x.txt", "content": "x"}), id="w")]),
+        Reply(
+            tool_calls=[
+                ToolCall("write_file", json.dumps({"path": "x.txt", "content": "x"}), id="w")
+            ]
+        ),
         Reply(status=400, error="bad request from test"),
     )
     result = run_cli("run", "-w", str(ws), "--mode", "bypass", "write x.txt")
