@@ -1,7 +1,7 @@
 """Wiring between the agent loop and the memory package (MEMORY_SPEC §4, §6, §7, §12).
 
-Owns the construction of a session's :class:`MemoryHooks` (the memory middleware of
-``clio_acp.memory.middleware`` when it is present, else :class:`BankOnlyMemory`, which
+Owns the construction of a session's :class:`MemoryHooks` (the memory middleware
+through ``clio_acp.agent.memory_bridge`` when it is present, else :class:`BankOnlyMemory`, which
 keeps a task bank so save/restore, handoff and seed still work), the approved
 durable-memory prompt section (§6) for a workspace, handoff discovery for the resume
 offer and the ``/handoff`` artifact facts gathered from the journal rows. It holds no
@@ -142,13 +142,10 @@ def create(
 ) -> MemoryHooks:
     """The memory registration for one session (reset by the caller before use)."""
     try:
-        from clio_acp.memory import middleware as mw  # issue 3
+        from clio_acp.agent.memory_bridge import create_hooks  # issue 3's middleware
     except ImportError:
         return BankOnlyMemory(settings)
-    factory = getattr(mw, "create_session_hooks", None)
-    if factory is None:
-        return BankOnlyMemory(settings)
-    return factory(
+    return create_hooks(
         session_id=session_id,
         cwd=cwd,
         settings=settings,

@@ -473,17 +473,13 @@ class SessionManager:
         assert self._journal is not None, "journal not open"
         return self._journal
 
-    def _system_prompt(self, session: Session) -> str:
-
+    async def _system_prompt(self, session: Session) -> str:
+        """Base prompt plus the approved durable-memory section (MEMORY_SPEC §6)."""
         section = ""
         try:
-            from clio_acp.agent import memory_adapter
-
-            section = memory_adapter.durable_prompt_section(
-                session.cwd, self._settings(), self.paths
+            section = await asyncio.to_thread(
+                memory_adapter.durable_prompt_section, session.cwd, self._settings(), self.paths
             )
-        except ImportError:
-            pass
         except Exception:
             log.warning("durable memory section failed", exc_info=True)
         return BASE_SYSTEM_PROMPT + (f"\n\n{section}" if section else "")
