@@ -47,6 +47,8 @@ let status: vscode.StatusBarItem;
 let sessionId: string | undefined;
 let turn: CancellationTokenSource | undefined;
 let atLineStart = true;
+/** Status refreshes after a turn ends, ms. */
+const SETTLE_MS = [2000, 6000];
 
 function readSettings(): MemorySettings {
   const c = vscode.workspace.getConfiguration("clio");
@@ -89,7 +91,14 @@ function onSessionUpdate(params: unknown): void {
   if (shown) {
     write(shown.text, shown.inline);
   }
-  if (ev.type === "turn_ended" || ev.type === "memory_reminder" || ev.type === "memory_cleared") {
+  if (ev.type === "turn_ended") {
+    // The LLM-tier memory step runs detached after the turn: refresh again once it had
+    // time to decide, so the status bar (and the server's proposal diagnostics) catch up.
+    void refreshStatus();
+    for (const ms of SETTLE_MS) {
+      setTimeout(() => void refreshStatus(), ms);
+    }
+  } else if (ev.type === "memory_reminder" || ev.type === "memory_cleared" || ev.type === "memory_proposal") {
     void refreshStatus();
   }
 }
