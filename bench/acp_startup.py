@@ -12,6 +12,8 @@ Figures (each the median over ``--runs`` runs):
   ``python -c pass`` spawn → exit (interpreter start alone); the ratio shows what
   our imports and setup add.
 - ``warm_initialize_us``: one ``initialize`` round trip on an open connection.
+- ``first_session_new_ms``: the first ``session/new`` of a process (imports the
+  session core, opens the journal).
 - ``update_pipeline_us``: per core event, in process, the whole face path (event →
   ``session/update`` payload with the SDK's pydantic models → per-session queue →
   SDK ``Connection.send_notification`` → our ``LineTransport`` → a pipe), versus the
@@ -60,7 +62,7 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-def _read_reply(proc: subprocess.Popen, want_id: int) -> dict:
+def _read_reply(proc: subprocess.Popen, want_id: int | str) -> dict:
     assert proc.stdout is not None
     while True:
         line = proc.stdout.readline()
@@ -71,8 +73,8 @@ def _read_reply(proc: subprocess.Popen, want_id: int) -> dict:
             return msg
 
 
-def cold_and_warm(home: Path, warm_rounds: int = 50) -> tuple[float, float]:
-    """(cold ms, warm µs) for one agent process."""
+def cold_and_warm(home: Path, warm_rounds: int = 50) -> tuple[float, float, float]:
+    """(cold ms, warm µs, first session/new ms) for one agent process."""
     init = {"jsonrpc": "2.0", "method": "initialize", "params": {"protocolVersion": 1}}
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -94,9 +96,18 @@ def cold_and_warm(home: Path, warm_rounds: int = 50) -> tuple[float, float]:
         proc.stdin.flush()
         _read_reply(proc, i)
         samples.append((time.perf_counter() - t0) * 1e6)
+    ws = home / "ws"
+    ws.mkdir(exist_ok=True)
+    new = {"jsonrpc": "2.0", "id": "new", "method": "session/new"}
+    new["params"] = {"cwd": str(ws), "mcpServers": []}
+    t0 = time.perf_counter()
+    proc.stdin.write((json.dumps(new) + "\n").encode())
+    proc.stdin.flush()
+    _read_reply(proc, "new")
+    new_ms = (time.perf_counter() - t0) * 1000
     proc.stdin.close()
     proc.wait(timeout=30)
-    return cold_ms, statistics.median(samples)
+    return cold_ms, statistics.median(samples), new_ms
 
 
 def python_baseline_ms() -> float:
@@ -224,13 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-e2e", action="store_true")
     args = parser.parse_args(argv)
 
-    cold, warm, base, pipe, frame, e2e = [], [], [], [], [], []
+    cold, warm, first_new, base, pipe, frame, e2e = [], [], [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.runs):
             home = Path(tmp) / f"run{i}"
-            c, w = cold_and_warm(home)
+            c, w, n = cold_and_warm(home)
             cold.append(c)
             warm.append(w)
+            first_new.append(n)
             base.append(python_baseline_ms())
             p, f = asyncio.run(pipeline_and_framing())
             pipe.append(p)
@@ -244,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         "python_start_baseline_ms": round(med(base), 1),
         "cold_vs_python_start_ratio": round(med(cold) / med(base), 2),
         "warm_initialize_us": round(med(warm), 1),
+        "first_session_new_ms": round(med(first_new), 1),
         "update_pipeline_us": round(med(pipe), 1),
         "framing_us": round(med(frame), 1),
         "update_overhead_ratio": round(med(pipe) / med(frame), 2),

@@ -547,6 +547,7 @@ class ClioAcpAgent:
                 {"details": "a prompt turn is already running in this session"}
             )
         text = prompt_text(req.prompt)
+        title_before = getattr(hosted.session, "title", None)
         hosted.turn = asyncio.current_task()
         hosted.cancelling = False
         request_id = CURRENT_REQUEST_ID.get()
@@ -571,6 +572,9 @@ class ClioAcpAgent:
                     stop = "cancelled"
             if hosted.cancelling:
                 stop = "cancelled"
+            title = getattr(hosted.session, "title", None)
+            if title and title != title_before:  # the first prompt names the session
+                self._enqueue(hosted, updates.session_info_update(title))
             await self._flush(hosted)
             return {"stopReason": stop}
         finally:

@@ -22,6 +22,7 @@ from acp.schema import (
     ConfigOptionUpdate,
     CurrentModeUpdate,
     PlanEntry,
+    SessionInfoUpdate,
     ToolCallLocation,
     UnstructuredCommandInput,
     UsageUpdate,
@@ -233,3 +234,8 @@ def config_option_update(options: list[Any]) -> dict[str, Any]:
 def message_update(text: str, message_id: str | None = None) -> dict[str, Any]:
     """An ``agent_message_chunk`` carrying ``text`` (slash command output)."""
     return _message(text, message_id)
+
+
+def session_info_update(title: str) -> dict[str, Any]:
+    """``session_info_update`` with the session's (new) title."""
+    return dump(SessionInfoUpdate(session_update="session_info_update", title=title))

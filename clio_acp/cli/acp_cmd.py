@@ -16,6 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from clio_acp.acp.transport import protect_stdio  # standard library only
+
+    fds = protect_stdio()  # before the SDK and the session core are imported
     from clio_acp.acp.server import main
 
-    return main()
+    return main(fds)

@@ -86,6 +86,7 @@ async def test_prompt_streams_thought_and_message_chunks_with_message_ids_and_us
     assert all(c.get("messageId") for c in chunks)
     usage_updates = client.updates("usage_update", sid)
     assert usage_updates and usage_updates[-1]["size"] > 0
+    assert client.updates("session_info_update", sid)[-1]["title"] == "say hello"
     # the user's words reached the model
     assert "say hello" in json.dumps(model_server.bodies[0]["messages"])
 
