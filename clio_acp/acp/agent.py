@@ -319,6 +319,10 @@ class ClioAcpAgent:
 
     async def new_session(self, req: NewSessionRequest) -> dict[str, Any]:
         cwd = _absolute(req.cwd)
+        if req.mcp_servers:  # honest capabilities: MCP is not implemented (yet)
+            log.warning(
+                "ignoring %d MCP server(s): clio-acp has no MCP client", len(req.mcp_servers)
+            )
         roots = [_absolute(p, "additionalDirectories") for p in req.additional_directories or []]
         session = await self.manager().new_session(cwd, extra_roots=roots)
         self._host(session)
