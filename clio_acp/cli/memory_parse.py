@@ -3,7 +3,8 @@ policy step (MEMORY_SPEC §2–§3) — the operator's debugger for a memory rou
 
 Reads the answer on stdin, optionally a task-bank snapshot (``--bank FILE``, §1's
 ``{version:1,status,knowledge,procedural}``) and a trajectory (``--trajectory
-FILE``, a JSON array of steps), runs ``run_task_memory_policy`` with a client that
+FILE``, a JSON array of steps) and the gate inputs ``--suppress`` and
+``--previous-reminder``, runs ``run_task_memory_policy`` with a client that
 returns exactly that answer, and prints one JSON object: ``decision``, ``reason``,
 ``reminder``, ``bank_operations``, ``dropped_operations`` and ``bank`` (the
 snapshot after the step); ``--explain`` adds ``error`` and ``cited``. Exit 0 for
@@ -76,6 +77,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="root for the reminder path check (default: the current directory)",
     )
+    parser.add_argument(
+        "--suppress",
+        action="store_true",
+        help="the rules tier already spoke at this boundary (suppressIntervention)",
+    )
+    parser.add_argument(
+        "--previous-reminder",
+        metavar="TEXT",
+        default=None,
+        help="the last delivered reminder, prefix included (duplicate check)",
+    )
     parser.add_argument("--explain", action="store_true", help="also print error and cited")
     parser.set_defaults(func=run)
 
@@ -128,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
         deterministic_trigger=args.trigger == "deterministic",
         max_tokens=args.max_tokens,
         workspace_root=args.workspace,
+        suppress_intervention=args.suppress,
+        previous_reminder=args.previous_reminder,
     )
     result = asyncio.run(run_task_memory_policy(bank, inputs, ScriptedAnswerClient(response)))
     out: dict[str, Any] = {

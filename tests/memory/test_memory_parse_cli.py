@@ -24,6 +24,10 @@ def test_memory_parse_gives_the_spec_outcome(vector, run_cli, tmp_path):
     args += ["--trigger", vector.get("trigger", "interval")]
     if "task" in vector:
         args += ["--task", vector["task"]]
+    if vector.get("suppress"):
+        args += ["--suppress"]
+    if vector.get("previous_reminder") is not None:
+        args += ["--previous-reminder", vector["previous_reminder"]]
     proc = run_cli(*args, input=vector["response"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)

@@ -9,7 +9,7 @@ Keys of a vector:
 - ``response``: the raw answer; ``bank``: ``"B"`` (knowledge tm-k-1), ``"fresh"``
   or ``"KP"`` (tm-k-1 knowledge, tm-p-2 procedural);
 - ``trigger``: ``"interval"`` (default) or ``"deterministic"``; optional ``task``,
-  ``suppress``, ``previous_reminder`` (the last two are not CLI options);
+  ``suppress``, ``previous_reminder``;
 - ``decision``/``reason``: the expected outcome; optional ``bank_operations``,
   ``dropped``, ``reminder`` (exact text, ``None`` for none);
 - bank expectations: ``bank_unchanged``, ``knowledge`` (contents in order),
@@ -425,8 +425,9 @@ VECTORS: list[dict[str, Any]] = [
     },
 ]
 
-# Vectors that use options the CLI does not have.
-CLI_UNSUPPORTED = {"45", "46"}
+# Vectors that use options the CLI does not have (none since --suppress and
+# --previous-reminder exist).
+CLI_UNSUPPORTED: set[str] = set()
 
 
 def vector_ids() -> list[str]:
