@@ -387,3 +387,21 @@ async def test_fork_gives_a_new_session_that_carries_the_conversation(model_serv
     assert "original answer" in json.dumps(model_server.bodies[-1]["messages"])
     assert _texts(client, "agent_message_chunk", forked.session_id) == "forked answer"
     assert unknown.value.code == -32002
+
+
+async def test_reads_go_through_the_client_and_see_unsaved_buffers(model_server, workspace):
+    model_server.install_settings(memory=False)
+    (workspace / "main.py").write_text("print('on disk')\n")
+    args = json.dumps({"path": "main.py"})
+    model_server.push(Reply(tool_calls=[ToolCall("read_file", args)]), Reply(text="read it"))
+    client = RecordingClient()
+    client.files[str(workspace / "main.py")] = "print('unsaved edit')\n"
+    async with acp_agent(client) as (conn, _client, _proc):
+        new = await _start(conn, workspace, ALL_TOOLS)
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("read main.py")])
+    tool_results = json.dumps(
+        [m for m in model_server.bodies[-1]["messages"] if m.get("role") == "tool"]
+    )
+    assert "unsaved edit" in tool_results
+    assert "on disk" not in tool_results
+    assert client.permission_requests == []  # reads never ask
