@@ -19,7 +19,7 @@ def test_run_prints_answer_and_tool_calls_then_events_show_the_journal(
         Reply(tool_calls=[ToolCall("read_file", json.dumps({"path": "hello.txt"}), id="c1")]),
         Reply(text="The file greets you."),
     )
-    result = run_cli("run", "--workspace", str(ws), "what does hello.txt say?")
+    result = run_cli("run", "--workspace", str(ws), "what does hello.txt say?", timeout=240)
     assert result.returncode == 0, result.stderr
     assert "→ Read hello.txt" in result.stdout
     assert "The file greets you." in result.stdout
@@ -57,7 +57,7 @@ def test_run_in_ask_mode_without_terminal_denies_and_says_so(run_cli, model_serv
         ),
         Reply(text="could not write"),
     )
-    result = run_cli("run", "--workspace", str(ws), "--json", "write x.txt")
+    result = run_cli("run", "--workspace", str(ws), "--json", "write x.txt", timeout=240)
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     finished = [e for e in events if e["type"] == "tool_call_finished"]
@@ -81,7 +81,7 @@ def test_run_with_bypass_writes_and_reports_model_errors(run_cli, model_server, 
         ),
         Reply(status=400, error="bad request from test"),
     )
-    result = run_cli("run", "-w", str(ws), "--mode", "bypass", "write x.txt")
+    result = run_cli("run", "-w", str(ws), "--mode", "bypass", "write x.txt", timeout=240)
     assert (ws / "x.txt").read_text() == "x"
     assert result.returncode == 1
     assert "[error] Model request failed" in result.stdout

@@ -83,12 +83,12 @@ async def test_cancel_mid_stream_stops_the_turn(manager, workspace, model_server
     session = await manager.new_session(workspace)
     session.subscribe(recorder)
     task = asyncio.create_task(session.prompt("talk a lot"))
-    for _ in range(250):
+    for _ in range(1500):
         if len(recorder.of("message_chunk")) >= 3:
             break
         await asyncio.sleep(0.02)
     await session.cancel()
-    assert await asyncio.wait_for(task, 5) == "cancelled"
+    assert await asyncio.wait_for(task, 30) == "cancelled"
     assert len(recorder.of("message_chunk")) < 150
     assert recorder.of("turn_ended")[-1].stop_reason == "cancelled"
 
@@ -105,14 +105,14 @@ async def test_cancel_mid_command_kills_the_process_group(
     session = await manager.new_session(workspace, mode="bypass")
     session.subscribe(recorder)
     task = asyncio.create_task(session.prompt("run it"))
-    for _ in range(200):
+    for _ in range(1500):
         if marker.exists() and marker.read_text().strip():
             break
         await asyncio.sleep(0.02)
     pid = int(marker.read_text())
     await session.cancel()
-    assert await asyncio.wait_for(task, 10) == "cancelled"
-    for _ in range(200):
+    assert await asyncio.wait_for(task, 30) == "cancelled"
+    for _ in range(600):
         if not _alive(pid):
             break
         await asyncio.sleep(0.05)

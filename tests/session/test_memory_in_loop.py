@@ -1,0 +1,67 @@
+"""The memory middleware inside the loop (MEMORY_SPEC §4, §12 item 4): a blind retry
+is annotated on the tool result the model reads next; the fifth repeat stops the turn."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clio_acp.paths import resolve_paths
+from clio_acp.session.manager import SessionManager
+from clio_acp.settings import load_settings
+from tests.support.model_server import Reply, ToolCall
+
+pytest.importorskip("clio_acp.agent.memory_bridge")
+
+
+@pytest.fixture
+async def rules_manager(model_server):
+    # Memory on, rules tier only (no memory target): no model call for memory.
+    model_server.install_settings(memory=False)
+    settings = load_settings(resolve_paths().settings_file)
+    assert settings.context.memory.enabled
+    mgr = SessionManager(paths=resolve_paths(), settings=lambda: settings, delivers_reminders=True)
+    yield mgr
+    await mgr.aclose()
+
+
+def _fail_call(i: int) -> Reply:
+    args = json.dumps(
+        {"command": "python3 -c \"raise SystemExit('Error: config.yaml not found')\""}
+    )
+    return Reply(tool_calls=[ToolCall("run_command", args, id=f"f{i}")])
+
+
+async def test_command_failing_twice_is_annotated_and_the_next_request_contains_it(
+    rules_manager, workspace, model_server, recorder
+):
+    model_server.push(_fail_call(1), _fail_call(2), Reply(text="I will check the config path."))
+    session = await rules_manager.new_session(workspace, mode="bypass")
+    session.subscribe(recorder)
+    assert await session.prompt("run the tool") == "end_turn"
+    finished = recorder.of("tool_call_finished")
+    assert finished[0].annotation is None
+    assert finished[1].annotation and finished[1].annotation.startswith("Memory:")
+    assert "config.yaml not found" in finished[1].annotation
+    third = model_server.bodies[2]["messages"]
+    assert third[-1]["role"] == "tool" and third[-1]["tool_call_id"] == "f2"
+    assert finished[1].annotation in third[-1]["content"]
+    second = model_server.bodies[1]["messages"]
+    assert "Memory:" not in second[-1]["content"]
+    reminders = recorder.of("memory_reminder")
+    assert [r.channel for r in reminders] == ["annotation"]
+
+
+async def test_fifth_identical_failure_stops_the_turn_with_a_notice(
+    rules_manager, workspace, model_server, recorder
+):
+    model_server.push(*[_fail_call(i) for i in range(1, 8)], Reply(text="never"))
+    session = await rules_manager.new_session(workspace, mode="bypass")
+    session.subscribe(recorder)
+    stop = await session.prompt("keep trying")
+    assert stop == "end_turn"
+    assert len(recorder.of("tool_call_finished")) == 5
+    assert len(model_server.bodies) == 5
+    notices = [n for n in recorder.of("notice") if n.level == "warning"]
+    assert notices, "the loop guard must say why the turn ended"
