@@ -14,22 +14,30 @@ import sys
 from clio_acp import __version__
 from clio_acp.cli import (
     acp_cmd,
+    doctor_cmd,
+    local_cmd,
     lsp_cmd,
     memory_cmd,
     paths_cmd,
     replay_cmd,
     session_cmd,
+    settings_cmd,
+    targets_cmd,
     usage_cmd,
 )
 
 # One line per command module; keep alphabetical to make merges trivial.
 _COMMAND_MODULES = [
     acp_cmd,
+    doctor_cmd,
+    local_cmd,
     lsp_cmd,
     memory_cmd,
     paths_cmd,
     replay_cmd,
     session_cmd,
+    settings_cmd,
+    targets_cmd,
     usage_cmd,
 ]
 
