@@ -335,13 +335,13 @@ async def test_no_fallback_after_cancellation(model_server, second_server, track
 
 
 async def test_fallback_shares_the_first_attempts_deadline(model_server, second_server, tracker):
-    # 0.6 s to fail + 0.6 s to answer: fits a fresh 1 s deadline, not the shared one.
-    second_server.push(Reply(status=500, error="boom", delay=0.6))
-    model_server.push(Reply(text=ENVELOPE, delay=0.6))
+    # 1 s to fail + 2.5 s to answer: fits a fresh 3 s deadline, not the shared one.
+    second_server.push(Reply(status=500, error="boom", delay=1.0))
+    model_server.push(Reply(text=ENVELOPE, delay=2.5))
     router = Router(settings_for(model_server.base_url, second_server.base_url), tracker=tracker)
     try:
         with pytest.raises(ModelTimeoutError):
-            await router.memory_complete("s", "u", 50, timeout_ms=1000)
+            await router.memory_complete("s", "u", 50, timeout_ms=3000)
     finally:
         await router.aclose()
     assert len(model_server.completions) == 1  # the fallback was tried
