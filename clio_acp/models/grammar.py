@@ -31,7 +31,7 @@ def envelope_grammar(
     """The GBNF text (llama.cpp dialect) for ``<operations>[…]</operations>\\n`` then
     ``<no_intervention/>`` or ``<context_for_action>…</context_for_action>``.
 
-    Content strings start with a visible character, hold no ``<``/``>`` (so no
+    Content strings start with a visible ASCII character, hold no ``<``/``>`` (so no
     chat-template token or envelope tag), no control characters and only the
     escapes ``\\"`` and ``\\\\``. Raises ``ValueError`` for bounds below 1.
     """
@@ -50,13 +50,15 @@ def envelope_grammar(
             'savekind ::= "save_knowledge" | "save_procedural"',
             'delete ::= "{\\"op\\":\\"delete\\",\\"id\\":" id "}"',
             f'text ::= "\\"" first char{rest_chars} "\\""',
-            'first ::= [^"\\\\<>\\x00-\\x20]',
+            # a visible ASCII character, not " \\ < >: Unicode spaces (U+00A0 …) would
+            # collapse to empty content, which fails the batch (found by the property test)
+            "first ::= [!#-;=?-\\[\\]-~]",
             'char ::= [^"\\\\<>\\x00-\\x1f] | "\\\\\\"" | "\\\\\\\\"',
             f"id ::= {_ID_RULE}",
             'second ::= "<no_intervention/>" | "<context_for_action>" rfirst rchar'
             + rest_reminder
             + ' "</context_for_action>"',
-            "rfirst ::= [^<>\\x00-\\x20]",
+            "rfirst ::= [!-;=?-~]",
             "rchar ::= [^<>\\x00-\\x1f]",
         ]
     )

@@ -46,6 +46,8 @@ def test_grammar_admits_canonical_envelopes(text):
         '<operations>[{"op":"read","path":"a.py"}]</operations>\n<no_intervention/>',
         '<operations>[{"op":"update_status","content":" "}]</operations>\n<no_intervention/>',
         '<operations>[{"op":"update_status","content":"a<|im_end|>"}]</operations>\n<no_intervention/>',
+        # regression: a lone Unicode space collapses to empty content (batch unparseable)
+        '<operations>[{"op":"update_status","content":"\xa0"}]</operations>\n<no_intervention/>',
         "<operations>["
         + ",".join(['{"op":"update_status","content":"s"}'] * (MAX_OPS + 1))
         + "]</operations>\n<no_intervention/>",
@@ -69,7 +71,7 @@ def test_bounds_are_parameters():
         envelope_grammar(max_ops=0)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.from_regex(ENVELOPE, fullmatch=True))
 def test_every_string_the_grammar_admits_parses_as_an_envelope(text):
     parsed = parse_envelope(text, reference_text=text)
