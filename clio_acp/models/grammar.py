@@ -7,10 +7,14 @@ every result. Every repetition is bounded, so a constrained answer cannot run aw
 at most ``max_ops`` operations, ``max_content_chars`` per content string and
 ``max_reminder_chars`` in the reminder. The grammar has no recursion, so it is a
 regular language (tests turn it into a regex and check that every string it admits
-parses as an envelope).
+parses as an envelope). ``envelope_grammar_for_budget`` sizes the bounds so the
+longest admitted answer fits the completion budget: a grammar whose answers can
+outgrow ``max_tokens`` gets cut off mid-envelope, which is no better than no grammar.
 """
 
 from __future__ import annotations
+
+import functools
 
 # MEMORY_SPEC §2 step 8: a batch holds at most 8 operations.
 MAX_OPS = 8
@@ -65,4 +69,32 @@ def envelope_grammar(
 
 
 ENVELOPE_GRAMMAR = envelope_grammar()
-"""The default grammar (bounds above)."""
+"""The grammar with the largest bounds (above)."""
+
+# Characters of envelope structure outside the op list and the reminder: the tags,
+# brackets and the newline (≈ 75), rounded up.
+_FIXED_CHARS = 120
+# Characters of one op around its content: {"op":"save_procedural","content":"",
+# "id":"tm-p-xxxxxxxx"} plus the comma (≈ 66), rounded up.
+_OP_CHARS = 70
+# The smallest useful content per op when the budget forces fewer ops.
+_MIN_CONTENT_CHARS = 40
+
+
+@functools.lru_cache(maxsize=32)
+def envelope_grammar_for_budget(max_tokens: int) -> str:
+    """A grammar whose longest admitted answer fits in ``max_tokens`` completion
+    tokens, so a constrained answer is never cut off mid-envelope.
+
+    Worst case is one token per character (true for ASCII text; a token is at least
+    one byte, so non-ASCII content can need more). The reminder gets a fifth of the
+    budget (16 to 400 chars), then the ops share the rest: as many as fit with at
+    least 40 chars of content each (1 to 8), each up to 300 chars. Below about 250
+    tokens the smallest grammar (one op, short strings) may still not fit.
+    """
+    budget = max(1, max_tokens)
+    reminder = max(16, min(MAX_REMINDER_CHARS, budget // 5))
+    left = max(0, budget - _FIXED_CHARS - reminder)
+    ops = max(1, min(MAX_OPS, left // (_OP_CHARS + _MIN_CONTENT_CHARS)))
+    content = max(8, min(MAX_CONTENT_CHARS, left // ops - _OP_CHARS))
+    return envelope_grammar(max_ops=ops, max_content_chars=content, max_reminder_chars=reminder)

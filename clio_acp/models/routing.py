@@ -37,7 +37,7 @@ from clio_acp.models.client import (
     Usage,
 )
 from clio_acp.models.errors import ModelClientError, ModelTimeoutError, RouteError
-from clio_acp.models.grammar import ENVELOPE_GRAMMAR
+from clio_acp.models.grammar import envelope_grammar_for_budget
 from clio_acp.models.local import MODEL_ALIAS, LocalModelManager, local_manager, local_status
 from clio_acp.models.targets import Target
 from clio_acp.paths import Paths, resolve_paths
@@ -247,7 +247,8 @@ class Router:
     ) -> MemoryAnswer:
         """One memory-step completion (MEMORY_SPEC §3, §10, §12.9).
 
-        Thinking off; the envelope grammar when ``context.memory.constrainedDecoding``
+        Thinking off; the envelope grammar sized to ``max_tokens``
+        (``envelope_grammar_for_budget``) when ``context.memory.constrainedDecoding``
         and the runtime supports it. ``timeout_ms`` (default
         ``context.memory.timeoutMs``) bounds both attempts together. Raises
         ``RouteError`` (no memory route), ``EndpointBusyError`` (no free slot: skip
@@ -306,7 +307,7 @@ class Router:
         with lease:
             client = await self.client(live)
             grammar = (
-                ENVELOPE_GRAMMAR
+                envelope_grammar_for_budget(max_tokens)
                 if self.settings.context.memory.constrained_decoding
                 and live.dialect.supports_grammar
                 else None

@@ -21,6 +21,7 @@ from clio_acp.models.local import (
     MODEL_ALIAS,
     EmbeddedServer,
     LocalModelManager,
+    free_port,
     local_status,
     model_path,
     server_binary,
@@ -68,18 +69,10 @@ def embedded_url(tmp_path_factory):
     """One llama-server for the module (started with plain subprocess so any test's
     event loop can use it)."""
     log_dir = tmp_path_factory.mktemp("llama-log")
-    port_sock = __import__("socket").socket()
-    port_sock.bind(("127.0.0.1", 0))
-    port = port_sock.getsockname()[1]
-    port_sock.close()
+    port = free_port()
+    command = EmbeddedServer(replace(REAL_PATHS, state=log_dir)).command(port)
     log = (log_dir / "server.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            str(server_binary()), "--model", str(model_path(REAL_PATHS)), "--host", "127.0.0.1",
-            "--port", str(port), "--alias", MODEL_ALIAS, "--parallel", "2", "--ctx-size", "8192",
-        ],
-        stdout=log, stderr=log,
-    )  # fmt: skip
+    proc = subprocess.Popen(command, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(1200):

@@ -10,7 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clio_acp.memory.envelope import parse_envelope
-from clio_acp.models.grammar import ENVELOPE_GRAMMAR, MAX_OPS, envelope_grammar
+from clio_acp.models.grammar import (
+    ENVELOPE_GRAMMAR,
+    MAX_OPS,
+    envelope_grammar,
+    envelope_grammar_for_budget,
+)
 from tests.models.gbnf_regex import gbnf_to_regex
 
 ENVELOPE = re.compile(gbnf_to_regex(ENVELOPE_GRAMMAR), re.DOTALL)
@@ -78,3 +83,29 @@ def test_every_string_the_grammar_admits_parses_as_an_envelope(text):
     # Hygiene may still drop an op's content (that is the parser's job), but the
     # envelope itself always parses.
     assert parsed.failure != "unparseable", (parsed.error, text)
+
+
+def _longest_admitted(grammar: str) -> int:
+    """Length of the longest string the grammar admits (1 token per char worst case)."""
+    ops = int(re.search(r'\("," op\)\{0,(\d+)\}', grammar).group(1)) + 1
+    content = int(re.search(r"first char\{0,(\d+)\}", grammar).group(1)) + 1
+    reminder = int(re.search(r"rfirst rchar\{0,(\d+)\}", grammar).group(1)) + 1
+    op = '{"op":"save_procedural","content":"' + "x" * content + '","id":"tm-p-' + "z" * 8 + '"}'
+    text = (
+        "<operations>["
+        + ",".join([op] * ops)
+        + "]</operations>\n<context_for_action>"
+        + "y" * reminder
+        + "</context_for_action>"
+    )
+    assert re.compile(gbnf_to_regex(grammar), re.DOTALL).fullmatch(text)
+    return len(text)
+
+
+@pytest.mark.parametrize("max_tokens", [300, 400, 800, 2000, 4000])
+def test_budget_grammar_longest_answer_fits_the_token_budget(max_tokens):
+    assert _longest_admitted(envelope_grammar_for_budget(max_tokens)) <= max_tokens
+
+
+def test_budget_grammar_never_exceeds_the_spec_bounds():
+    assert envelope_grammar_for_budget(100_000) == ENVELOPE_GRAMMAR

@@ -18,7 +18,7 @@ from clio_acp.models.errors import (
     ModelTimeoutError,
     RouteError,
 )
-from clio_acp.models.grammar import ENVELOPE_GRAMMAR
+from clio_acp.models.grammar import envelope_grammar_for_budget
 from clio_acp.models.local import free_port
 from clio_acp.models.routing import Router, resolve_routes
 from clio_acp.models.targets import Target
@@ -241,7 +241,7 @@ async def test_memory_request_is_thinking_off_and_grammar_constrained_on_llamacp
         await router.aclose()
     body = model_server.bodies[0]
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
-    assert body["grammar"] == ENVELOPE_GRAMMAR and answer.constrained is True
+    assert body["grammar"] == envelope_grammar_for_budget(123) and answer.constrained is True
     assert body["max_tokens"] == 123 and body["model"] == "big"
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
 
