@@ -101,6 +101,7 @@ class Transcript:
     ) -> None:
         self.rows: list[Any] = list(rows)
         self._append = append
+        self._view: tuple[int, list[dict[str, Any]]] | None = None
 
     async def add(self, type_: str, data: dict[str, Any]) -> Any:
         row = await self._append(type_, data)
@@ -108,7 +109,11 @@ class Transcript:
         return row
 
     def view(self) -> list[dict[str, Any]]:
-        return history.messages(self.rows)
+        """The model view (cached until the next row is appended; rows are never
+        changed in place)."""
+        if self._view is None or self._view[0] != len(self.rows):
+            self._view = (len(self.rows), history.messages(self.rows))
+        return list(self._view[1])
 
     def summary(self) -> str | None:
         row = history.latest_compaction(self.rows)
@@ -171,6 +176,7 @@ class AgentLoop:
         self.last_usage: dict[str, int] = {}
         self.model_ms_total = 0.0
         self._turn_prompt_seq: int | None = None
+        self._tool_schemas: list[dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------ helpers
 
@@ -208,7 +214,9 @@ class AgentLoop:
         )
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        return self.registry.schemas()
+        if self._tool_schemas is None:
+            self._tool_schemas = self.registry.schemas()
+        return self._tool_schemas
 
     def _queue_effects(self, effects: Sequence[MemoryEffect]) -> None:
         for effect in effects:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import copy
 import difflib
 import fnmatch
 import hashlib
@@ -784,11 +785,23 @@ BUILTIN_TOOLS: tuple[ToolSpec, ...] = (
 )
 
 
+_SCHEMA_CACHE: dict[str, dict[str, Any]] = {}
+
+
+def _schema_of(spec: ToolSpec) -> dict[str, Any]:
+    # JSON-schema generation is slow (pydantic); a tool's schema never changes.
+    key = f"{spec.name}:{spec.args_model.__module__}.{spec.args_model.__qualname__}"
+    if key not in _SCHEMA_CACHE:
+        _SCHEMA_CACHE[key] = spec.schema()
+    return _SCHEMA_CACHE[key]
+
+
 class ToolRegistry:
     """The tools of a session, by name."""
 
     def __init__(self, tools: Sequence[ToolSpec] = BUILTIN_TOOLS) -> None:
         self._tools = {t.name: t for t in tools}
+        self._schemas = {t.name: _schema_of(t) for t in tools}
 
     def get(self, name: str) -> ToolSpec | None:
         return self._tools.get(name)
@@ -799,7 +812,7 @@ class ToolRegistry:
     def schemas(self, *, categories: Sequence[ToolCategory] | None = None) -> list[dict[str, Any]]:
         """OpenAI ``tools`` list, optionally limited to some permission categories."""
         return [
-            t.schema()
+            copy.deepcopy(self._schemas[t.name])
             for t in self._tools.values()
             if categories is None or t.category in categories
         ]
