@@ -191,3 +191,11 @@ def test_edit_tools_change_state_by_kind_name_or_editor_command():
     assert not is_state_changing("str_replace_editor", {"command": "view", "path": "x"})
     assert is_state_changing("bash_command", {"keystrokes": "sed -i s/a/b/ f\n"})
     assert not is_state_changing("read_file", {"path": "x"})
+
+
+def test_a_bare_prompt_is_not_a_meaningful_signature():
+    from clio_acp.memory.calls import meaningful_signature
+
+    assert not meaningful_signature(problem_signature(">\n"))
+    assert meaningful_signature(problem_signature(""))
+    assert meaningful_signature(problem_signature("fatal: not a git repository"))

@@ -37,6 +37,7 @@ __all__ = [
     "is_state_changing",
     "last_simple_command",
     "looks_environmental",
+    "meaningful_signature",
     "ok_digest",
     "operation_fingerprint",
     "problem_signature",
@@ -249,6 +250,13 @@ def problem_signature(output: str | None, *, exit_code: int | None = None) -> st
     exception line). Empty output gives ``<empty output>``."""
     line = _mask_volatile(_problem_line(output or ""))
     return line[:300] if line else "<empty output>"
+
+
+def meaningful_signature(signature: str) -> bool:
+    """True when a problem signature says something (an empty output counts; a bare
+    prompt such as ``>`` or a line without a word does not), so that unrelated
+    failures are never grouped as one environment fault by accident."""
+    return signature == "<empty output>" or bool(re.search(r"[A-Za-z]{3,}", signature))
 
 
 def looks_environmental(signature: str) -> bool:

@@ -46,6 +46,7 @@ from clio_acp.memory.calls import (
     error_signature,
     is_state_changing,
     looks_environmental,
+    meaningful_signature,
     ok_digest,
     operation_fingerprint,
     problem_signature,
@@ -83,6 +84,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_NO_DELTA = bank_delta(None, None)
 # MEMORY_SPEC §4 "lastDecision rules": the activity ring holds 20 events.
 ACTIVITY_RING = 20
 # MEMORY_SPEC §4 "Post-compaction restore".
@@ -330,6 +332,7 @@ class MemoryMiddleware:
         self._in_flight: _InFlight | None = None
         self._s = _State(observed_session=session_id)
         self._last_snapshot = self._delta_snapshot()
+        self._bank_dirty = False
         self.last_observation: dict[str, Any] | None = None
         """The classification of the latest observed tool call (replay, board)."""
         self.usage_log: list[dict[str, Any]] = []
@@ -425,9 +428,13 @@ class MemoryMiddleware:
     ) -> None:
         """One telemetry row and one activity event (§4, §5)."""
         unique = list(dict.fromkeys(triggers))[:3] or ["manual"]
-        snapshot = self._delta_snapshot()
-        delta = bank_delta(self._last_snapshot, snapshot)
-        self._last_snapshot = snapshot
+        if tier == "llm" or self._bank_dirty:
+            snapshot = self._delta_snapshot()
+            delta = bank_delta(self._last_snapshot, snapshot)
+            self._last_snapshot = snapshot
+            self._bank_dirty = False
+        else:  # nothing written since the last row (writes by others land in the next one)
+            delta = _NO_DELTA
         at = utc_now_iso()
         latency = max(0.0, round(latency_ms, 3)) if math.isfinite(latency_ms) else 0.0
         try:
@@ -517,6 +524,7 @@ class MemoryMiddleware:
         return effects
 
     def _capture_requirements(self, text: str) -> None:
+        self._bank_dirty = True
         rules = self._s.rules
         for sentence in extract_requirements(text):
             key = sentence.lower()
@@ -702,11 +710,12 @@ class MemoryMiddleware:
         rules = s.rules
         assert step.key is not None
         effects: list[Effect] = []
+        self._bank_dirty = True
 
         # §12.3: different commands failing alike are an environment fault.
         env = None
-        if settings.environmental_failures:
-            signature = problem_signature(outcome.output, exit_code=outcome.exit_code)
+        signature = problem_signature(outcome.output, exit_code=outcome.exit_code)
+        if settings.environmental_failures and meaningful_signature(signature):
             env = rules.note_environment(signature, step.fingerprint, step.step, step.digest)
             needed = ENV_COMMANDS if looks_environmental(signature) else ENV_COMMANDS_GENERIC
             if len(env.fingerprints) >= needed:
