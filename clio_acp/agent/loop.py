@@ -177,6 +177,8 @@ class AgentLoop:
         self.model_ms_total = 0.0
         self._turn_prompt_seq: int | None = None
         self._tool_schemas: list[dict[str, Any]] | None = None
+        self.tool_running = False
+        self.last_tool_end = 0.0
 
     # ------------------------------------------------------------------ helpers
 
@@ -430,6 +432,7 @@ class AgentLoop:
             )
         )
         state.inflight[call_id] = name
+        self.tool_running = True
         self._queue_effects(self.memory.before_tool(self.session_id, call_id, name, arguments))
         result: ToolResult
         if parse_error is not None or args_model is None or spec is None:
@@ -456,7 +459,7 @@ class AgentLoop:
             output=result.output,
             metadata={"resultKind": result.disposition.result_kind, **result.disposition.to_dict()},
         )
-        if category == "edit" and result.disposition.ok:
+        if result.disposition.ok and (category == "edit" or _changes_files(name, arguments, kind)):
             self.guard.note_state_change()
         effects = self.memory.after_tool(self.session_id, observation)
         annotations = [e for e in effects if isinstance(e, AnnotateToolResult)]
@@ -486,6 +489,8 @@ class AgentLoop:
             },
         )
         state.inflight.pop(call_id, None)
+        self.tool_running = False
+        self.last_tool_end = time.monotonic()
         await self.emit(
             ToolCallFinished(
                 session_id=self.session_id,
@@ -585,6 +590,8 @@ class AgentLoop:
                 )
             )
         state.inflight.clear()
+        self.tool_running = False
+        self.last_tool_end = time.monotonic()
 
     async def _notice(self, level: str, text: str) -> None:
         await self.transcript.add(history.ROW_NOTICE, {"level": level, "text": text})
@@ -717,6 +724,19 @@ class AgentLoop:
             note += " (summary failed; the previous summary was kept)"
         await self._notice("info", note)
         return True
+
+
+def _changes_files(name: str, arguments: dict[str, Any], kind: str) -> bool:
+    """MEMORY_SPEC §12.1 classification of a call as state-changing (the memory
+    package's table: edit tools, file-changing shell commands)."""
+    try:
+        from clio_acp.memory.calls import is_state_changing
+    except ImportError:
+        return False
+    try:
+        return is_state_changing(name, arguments, kind)
+    except Exception:
+        return False
 
 
 def _loose_args(raw: str) -> dict[str, Any]:

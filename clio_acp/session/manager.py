@@ -29,6 +29,7 @@ import contextlib
 import inspect
 import logging
 import os
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -61,6 +62,12 @@ from clio_acp.settings import Settings
 log = logging.getLogger(__name__)
 
 TITLE_CHARS = 80
+WATCH_DEBOUNCE_MS = 800
+"""Workspace watcher debounce, ms."""
+WATCH_RUST_TIMEOUT_MS = 1_000
+"""How long the watcher thread blocks between stop checks, ms."""
+WATCH_GRACE_S = 3.0
+"""Changes seen within this many seconds after a tool finished are the tool's own."""
 
 Subscriber = Callable[[SessionEvent], Awaitable[None] | None]
 HostFactory = Callable[..., ToolHost]
@@ -231,6 +238,8 @@ class Session:
         self._turn_task: asyncio.Task[str] | None = None
         self._closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._watch_task: asyncio.Task[None] | None = None
+        self._watch_stop: asyncio.Event | None = None
         journal = manager._journal_required()
 
         async def append(type_: str, data: dict[str, Any]) -> JournalEntry:
@@ -420,12 +429,52 @@ class Session:
         await self.save_bank()
         return outcome.to_dict()
 
+    def start_watching(self) -> None:
+        """Watch the workspace roots (watchfiles) so a change made outside the agent's
+        own tools restarts the middleware's repeat counts (MEMORY_SPEC §12 item 1)."""
+        if self._watch_task is not None:
+            return
+        self._watch_stop = asyncio.Event()
+        self._watch_task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        from watchfiles import DefaultFilter, awatch
+
+        ignore = (*DefaultFilter.ignore_dirs, ".clio-coder")
+        try:
+            async for _changes in awatch(
+                *self.workspace.roots,
+                watch_filter=DefaultFilter(ignore_dirs=ignore),
+                stop_event=self._watch_stop,
+                debounce=WATCH_DEBOUNCE_MS,
+                rust_timeout=WATCH_RUST_TIMEOUT_MS,
+            ):
+                loop = self.loop
+                if loop.tool_running or time.monotonic() - loop.last_tool_end < WATCH_GRACE_S:
+                    continue  # the agent's own tool did it; the middleware classifies those
+                note = getattr(self.memory, "note_workspace_change", None)
+                if callable(note):
+                    note()
+                loop.guard.note_state_change()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # too many files, permissions: memory works without it
+            log.info("workspace watcher stopped for %s: %s", self.id, exc)
+
+    def _stop_watching(self) -> None:
+        if self._watch_stop is not None:
+            self._watch_stop.set()
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            self._watch_task = None
+
     def rows(self) -> list[JournalEntry]:
         return list(self.transcript.rows)
 
     async def _close(self) -> None:
         if self._closed:
             return
+        self._stop_watching()
         await self.cancel()
         with contextlib.suppress(Exception):
             await self.save_bank()
@@ -449,6 +498,7 @@ class SessionManager:
         model_factory: ModelFactory | None = None,
         memory_factory: MemoryFactory | None = None,
         max_turn_requests: int = 50,
+        watch_workspaces: bool = True,
     ) -> None:
         self.paths = paths
         self._settings = settings
@@ -457,6 +507,7 @@ class SessionManager:
         self._model_factory = model_factory or (lambda s: resolve_chat_model(s, paths=paths))
         self._memory_factory = memory_factory
         self.max_turn_requests = max_turn_requests
+        self.watch_workspaces = watch_workspaces
         self._journal: Journal | None = None
         self._journal_lock = asyncio.Lock()
         self._live: dict[str, Session] = {}
@@ -511,6 +562,13 @@ class SessionManager:
             memory=self._make_memory(record.id, cwd),
         )
         self._live[record.id] = session
+        memory_settings = self._settings().context.memory
+        if (
+            self.watch_workspaces
+            and memory_settings.enabled
+            and memory_settings.state_change_resets_repeats
+        ):
+            session.start_watching()
         return session
 
     # ------------------------------------------------------------------ lifecycle

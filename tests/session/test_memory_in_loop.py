@@ -65,3 +65,32 @@ async def test_fifth_identical_failure_stops_the_turn_with_a_notice(
     assert len(model_server.bodies) == 5
     notices = [n for n in recorder.of("notice") if n.level == "warning"]
     assert notices, "the loop guard must say why the turn ended"
+
+
+async def test_workspace_change_between_failures_means_no_blind_retry(
+    rules_manager, workspace, model_server, recorder
+):
+    import time
+
+    state = {"n": 0}
+
+    def responder(body):
+        state["n"] += 1
+        if state["n"] == 1:
+            return _fail_call(1)
+        if state["n"] == 2:
+            # The user edits a file in the editor between the two runs (after the
+            # watcher's grace period for the agent's own tool).
+            time.sleep(3.5)
+            (workspace / "config.yaml").write_text("fixed: true\n")
+            time.sleep(2.0)
+            return _fail_call(2)
+        return Reply(text="done")
+
+    model_server.responder = responder
+    session = await rules_manager.new_session(workspace, mode="bypass")
+    session.subscribe(recorder)
+    await session.prompt("run it again after my fix")
+    finished = recorder.of("tool_call_finished")
+    assert len(finished) == 2
+    assert finished[1].annotation is None
