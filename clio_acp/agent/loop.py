@@ -252,6 +252,13 @@ class AgentLoop:
             log.warning("turn %s: model error: %s", state.turn_id, exc)
             await self._notice("error", f"Model request failed: {exc}")
             stop = "end_turn"
+        except Exception as exc:  # a bug or a broken journal must not kill the session
+            log.exception("turn %s failed", state.turn_id)
+            try:
+                await self._notice("error", f"The turn failed: {type(exc).__name__}: {exc}")
+            except Exception:
+                log.warning("could not record the failure notice", exc_info=True)
+            stop = "end_turn"
         if state.stop_notice:
             await self._notice("warning", state.stop_notice)
         self._queue_effects(self.memory.turn_end(self.session_id, state.turn_id))

@@ -121,3 +121,28 @@ async def test_cancel_mid_command_kills_the_process_group(
     assert len(model_server.bodies) == 1
     finished = recorder.of("tool_call_finished")
     assert finished and finished[-1].status == "failed"
+
+
+async def test_unusable_model_route_is_a_notice_and_the_session_goes_on(
+    workspace, settings_getter, model_server, recorder
+):
+    from clio_acp.paths import resolve_paths
+    from clio_acp.session.manager import SessionManager
+
+    calls = {"n": 0}
+
+    def factory(settings):
+        calls["n"] += 1
+        raise RuntimeError("route table exploded")
+
+    mgr = SessionManager(paths=resolve_paths(), settings=settings_getter, model_factory=factory)
+    try:
+        session = await mgr.new_session(workspace)
+        session.subscribe(recorder)
+        assert await session.prompt("hello") == "end_turn"
+        errors = [n.text for n in recorder.of("notice") if n.level == "error"]
+        assert errors and "route table exploded" in errors[0]
+        assert await session.prompt("hello again") == "end_turn"
+        assert [r.type for r in session.rows()].count("prompt") == 2
+    finally:
+        await mgr.aclose()
