@@ -3,6 +3,7 @@ is annotated on the tool result the model reads next; the fifth repeat stops the
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -94,3 +95,54 @@ async def test_workspace_change_between_failures_means_no_blind_retry(
     finished = recorder.of("tool_call_finished")
     assert len(finished) == 2
     assert finished[1].annotation is None
+
+
+def _is_memory_request(body) -> bool:
+    first = body["messages"][0]["content"] if body.get("messages") else ""
+    return not body.get("tools") and "working summary" not in str(first)
+
+
+async def test_llm_tier_reminder_reaches_the_next_prompt_as_a_system_reminder(
+    workspace, model_server, recorder
+):
+    model_server.install_settings(memory=True)
+    settings = load_settings(resolve_paths().settings_file)
+    settings.context.memory.cadence_tool_calls = 2
+    mgr = SessionManager(paths=resolve_paths(), settings=lambda: settings, delivers_reminders=True)
+    (workspace / "a.txt").write_text("a")
+    envelope = (
+        '<operations>[{"op":"save_knowledge","content":"a.txt holds the letter a"}]</operations>\n'
+        "<context_for_action>Memory: [tm-k-1] a.txt was already read; it holds the letter a.</context_for_action>"
+    )
+    read = json.dumps({"path": "a.txt"})
+    model_server.push(
+        Reply(text=envelope, when=_is_memory_request),
+        Reply(
+            tool_calls=[ToolCall("read_file", read, id="r1"), ToolCall("read_file", read, id="r2")],
+            when=lambda b: not _is_memory_request(b),
+        ),
+        Reply(text="read it twice", when=lambda b: not _is_memory_request(b)),
+        Reply(text="second turn", when=lambda b: not _is_memory_request(b)),
+    )
+    try:
+        session = await mgr.new_session(workspace, mode="bypass")
+        session.subscribe(recorder)
+        await session.prompt("read a.txt twice")
+        for _ in range(500):  # the memory step is detached from the turn
+            if (
+                any(_is_memory_request(b) for b in model_server.bodies)
+                and not session.memory.middleware.step_in_flight
+            ):
+                break
+            await asyncio.sleep(0.02)
+        await session.prompt("what next?")
+        last = model_server.bodies[-1]["messages"]
+        blocks = [
+            m["content"]
+            for m in last
+            if m["role"] == "user" and m["content"].startswith("<system-reminder>")
+        ]
+        assert blocks and "a.txt was already read" in blocks[-1]
+        assert [r.channel for r in recorder.of("memory_reminder")] == ["reminder"]
+    finally:
+        await mgr.aclose()
