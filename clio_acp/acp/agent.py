@@ -160,6 +160,8 @@ class _Hosted:
     pump: asyncio.Task[None] | None = None
     turn: asyncio.Task[Any] | None = None
     cancelling: bool = False
+    usage: dict[str, int] = field(default_factory=dict)
+    """Chat usage seen on this connection (sums of ``UsageUpdate`` events) for ``/usage``."""
 
 
 def not_found(session_id: str) -> RequestError:
@@ -615,7 +617,9 @@ class ClioAcpAgent:
         session = hosted.session
         message_id = uuid.uuid4().hex
         try:
-            text = await run_slash_command(session, self.manager().paths, name, args)
+            text = await run_slash_command(
+                session, self.manager().paths, name, args, usage=dict(hosted.usage)
+            )
         except (ValueError, LookupError, RuntimeError) as exc:
             text = f"/{name}: {_message_of(exc)}\n"
         self._enqueue(hosted, updates.message_update(text, message_id))
@@ -711,6 +715,8 @@ class ClioAcpAgent:
             asyncio.get_running_loop().call_soon(send)
 
     def _enqueue_event(self, hosted: _Hosted, event: ev.SessionEvent) -> None:
+        if isinstance(event, ev.UsageUpdate):
+            _add_usage(hosted.usage, event)
         try:
             for update in updates.event_to_updates(event, self._presentation):
                 hosted.queue.put_nowait(update)
@@ -814,6 +820,17 @@ class ClioAcpAgent:
         return run
 
 
+def _add_usage(totals: dict[str, int], event: ev.UsageUpdate) -> None:
+    totals["requests"] = totals.get("requests", 0) + 1
+    totals["inputTokens"] = totals.get("inputTokens", 0) + event.input_tokens
+    totals["outputTokens"] = totals.get("outputTokens", 0) + event.output_tokens
+    totals["cachedTokens"] = totals.get("cachedTokens", 0) + event.cached_tokens
+    if event.context_used is not None:
+        totals["contextUsed"] = event.context_used
+    if event.context_size is not None:
+        totals["contextSize"] = event.context_size
+
+
 def _message_of(exc: BaseException) -> str:
     # KeyError's str() is the repr of its argument; show the plain message.
     if isinstance(exc, KeyError) and type(exc).__str__ is KeyError.__str__ and exc.args:
@@ -878,7 +895,9 @@ def parse_slash(text: str) -> tuple[str, list[str]] | None:
     return name, args
 
 
-async def run_slash_command(session: Any, paths: Any, name: str, args: list[str]) -> str:
+async def run_slash_command(
+    session: Any, paths: Any, name: str, args: list[str], *, usage: dict[str, int] | None = None
+) -> str:
     """Run one of our slash commands against ``session``; the text to show.
 
     Raises ``ValueError`` / ``KeyError`` for bad usage or unknown ids (the message is
@@ -889,7 +908,12 @@ async def run_slash_command(session: Any, paths: Any, name: str, args: list[str]
 
     if name == "memory":
         if not args:
-            return render_board(session.board())
+            board = dict(session.board())
+            try:
+                board["proposals"] = await memory_ops.pending_proposals(paths)
+            except Exception as exc:  # a corrupt records.json is shown, not fatal
+                board["proposals"] = [{"id": "?", "scope": "?", "content": f"unreadable: {exc}"}]
+            return render_board(board)
         verb, rest = args[0], args[1:]
         if verb == "seed":
             return render_seed(await session.seed())
@@ -923,7 +947,7 @@ async def run_slash_command(session: Any, paths: Any, name: str, args: list[str]
             f"unknown verb {verb!r}; use seed, approve ID, reject ID or promote ENTRY repo|global"
         )
     if name == "usage":
-        return render_usage(session.board())
+        return render_usage(session.board(), usage or {})
     if name == "handoff":
         path = await session.handoff()
         return f"Handoff written: {path}\n"

@@ -41,7 +41,12 @@ def render_board(board: dict[str, Any]) -> str:
         if key in board:
             lines.append(f"- {label}: {_fmt(board[key])}")
     last = board.get("lastDecision", board.get("last_decision"))
-    if last is not None:
+    if isinstance(last, dict):
+        lines.append(
+            f"- last decision: {last.get('decision', '?')} ({last.get('reason', '?')}), "
+            f"{last.get('tier', '?')} tier, {', '.join(last.get('triggerReasons') or []) or '-'}"
+        )
+    elif last is not None:
         lines.append(f"- last decision: {_fmt(last)}")
     in_flight = board.get("stepInFlight", board.get("step_in_flight"))
     if in_flight is not None:
@@ -54,8 +59,9 @@ def render_board(board: dict[str, Any]) -> str:
     if activity:
         lines.append("")
         lines.append("**activity**")
-        for item in activity[-10:] if isinstance(activity, list) else [activity]:
-            lines.append(f"- {_fmt(item)}")
+        for item in activity[:10] if isinstance(activity, list) else [activity]:
+            line = item.get("line") if isinstance(item, dict) else None
+            lines.append(f"- {line or _fmt(item)}")
     proposals = board.get("proposals")
     if proposals:
         lines.append("")
@@ -69,24 +75,40 @@ def render_board(board: dict[str, Any]) -> str:
                 )
             else:
                 lines.append(f"- {_fmt(item)}")
+    spend_line = board.get("spendLine")
     spend = board.get("spend")
-    if spend is not None:
+    if spend_line:
+        lines.append("")
+        lines.append(f"**spend** {spend_line}")
+    elif spend is not None:
         lines.append("")
         lines.append(f"**spend** {_fmt(spend)}")
     return "\n".join(lines) + "\n"
 
 
-def render_usage(board: dict[str, Any]) -> str:
-    """``/usage``: the board's usage and spend figures."""
+def render_usage(board: dict[str, Any], chat: dict[str, int]) -> str:
+    """``/usage``: chat tokens seen on this connection (``chat``: sums of the session's
+    usage events) and the memory plane's spend from the board."""
     lines = ["### Usage"]
-    usage = board.get("usage")
-    if isinstance(usage, dict):
-        for key, value in usage.items():
-            lines.append(f"- {key}: {_fmt(value)}")
-    elif usage is not None:
-        lines.append(f"- {_fmt(usage)}")
+    if chat.get("requests"):
+        lines.append(
+            f"- chat: {chat['requests']} model requests, {chat.get('inputTokens', 0)} input "
+            f"tokens ({chat.get('cachedTokens', 0)} cached), "
+            f"{chat.get('outputTokens', 0)} output tokens"
+        )
+    if chat.get("contextSize"):
+        lines.append(
+            f"- context: {chat.get('contextUsed', 0)} of {chat['contextSize']} tokens in use"
+        )
+    spend_line = board.get("spendLine")
     spend = board.get("spend")
-    if spend is not None:
+    if spend_line:
+        lines.append(f"- memory spend: {spend_line}")
+    elif isinstance(spend, dict):
+        for key in ("llmSteps", "inputTokens", "outputTokens", "totalTokens", "timeouts"):
+            if key in spend:
+                lines.append(f"- memory {key}: {spend[key]}")
+    elif spend is not None:
         lines.append(f"- memory spend: {_fmt(spend)}")
     if len(lines) == 1:
         lines.append("- no usage recorded yet")

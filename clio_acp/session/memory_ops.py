@@ -95,6 +95,16 @@ async def propose_entry(
     return {"status": "proposed", "recordId": result.record.id, "created": result.created}
 
 
+async def pending_proposals(paths: Paths, limit: int = 20) -> list[dict[str, Any]]:
+    """Unapproved, unrejected durable records (newest first, at most ``limit``) as
+    ``{"id", "scope", "content"}`` for the ``/memory`` board. A corrupt records file
+    raises the store's error (the caller shows it)."""
+    records = await MemoryStore(paths.records_file).aload()
+    pending = [r for r in records if not r.approved and r.rejected_at is None]
+    pending.sort(key=lambda r: r.created_at, reverse=True)
+    return [{"id": r.id, "scope": r.scope, "content": r.lesson} for r in pending[:limit]]
+
+
 async def approve_record(paths: Paths, record_id: str) -> str:
     """Approve a durable record; returns its id. Raises ``KeyError`` (RecordNotFound)."""
     record = await MemoryStore(paths.records_file).aapprove(record_id)

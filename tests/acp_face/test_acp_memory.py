@@ -84,8 +84,11 @@ async def test_a_bank_entry_is_proposed_then_approved_by_the_operator(model_serv
             "clio/memory/propose", {"sessionId": sid, "entryId": entry["id"], "scope": "repo"}
         )
         record_id = proposed["recordId"]
+        await conn.prompt(session_id=sid, prompt=[text_block("/memory")])
+        board_text = _shown(client, sid)
         await conn.prompt(session_id=sid, prompt=[text_block(f"/memory approve {record_id}")])
         await conn.prompt(session_id=sid, prompt=[text_block("/memory")])
+        after_text = _shown(client, sid)[len(board_text) :]
     assert "Never push to main directly." in entry["content"]
     assert unacknowledged == {"status": "needs_acknowledgement"}
     assert not written_before_ack
@@ -95,9 +98,14 @@ async def test_a_bank_entry_is_proposed_then_approved_by_the_operator(model_serv
     [record] = [r for r in records if r["id"] == record_id]
     assert record["approved"] is True
     assert record["scope"] == "repo"
-    shown = "".join(u["content"]["text"] for u in client.updates("agent_message_chunk", sid))
-    assert f"Approved {record_id}" in shown
-    assert entry["id"] in shown  # the board lists the bank entry
+    assert entry["id"] in board_text  # the board lists the bank entry …
+    assert record_id in board_text.split("**proposals**")[1]  # … and the pending proposal
+    assert f"Approved {record_id}" in after_text
+    assert "**proposals**" not in after_text  # nothing pending any more
+
+
+def _shown(client, sid: str) -> str:
+    return "".join(u["content"]["text"] for u in client.updates("agent_message_chunk", sid))
 
 
 def _data_dir() -> str:

@@ -405,3 +405,19 @@ async def test_reads_go_through_the_client_and_see_unsaved_buffers(model_server,
     assert "unsaved edit" in tool_results
     assert "on disk" not in tool_results
     assert client.permission_requests == []  # reads never ask
+
+
+async def test_usage_command_sums_the_chat_usage_of_the_session(model_server, workspace):
+    model_server.install_settings(memory=False)
+    model_server.push(Reply(text="one", usage=usage(100, 7)), Reply(text="two", usage=usage(50, 3)))
+    async with acp_agent() as (conn, client, _proc):
+        new = await _start(conn, workspace)
+        sid = new.session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("first")])
+        await conn.prompt(session_id=sid, prompt=[text_block("second")])
+        before = len(_texts(client, "agent_message_chunk", sid))
+        await conn.prompt(session_id=sid, prompt=[text_block("/usage")])
+        shown = _texts(client, "agent_message_chunk", sid)[before:]
+    assert "2 model requests, 150 input tokens" in shown
+    assert "10 output tokens" in shown
+    assert len(model_server.bodies) == 2
