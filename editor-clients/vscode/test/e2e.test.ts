@@ -17,6 +17,10 @@ import * as path from "node:path";
 import { after, before, test } from "node:test";
 import {
   CancellationTokenSource,
+  CodeAction,
+  CodeActionRequest,
+  Command,
+  Diagnostic,
   ConfigurationRequest,
   ExecuteCommandRequest,
   ExitNotification,
@@ -39,6 +43,7 @@ import {
   SESSION_UPDATE,
   ServerCommand,
   SessionEvent,
+  diagnosticProposalId,
   eventOf,
   field,
   eventText,
@@ -56,6 +61,8 @@ const REQUEST_CANCELLED = -32800; // LSP 3.17 LSPErrorCodes.RequestCancelled
 const HELLO = "Hello from the scripted model.";
 const SLOW_WORDS = 60;
 const AFTER_CANCEL = "Still here after the cancel.";
+const LOOKED = "Both looks are done.";
+const LESSON = "The notes live in notes.md at the workspace root.";
 
 let home: string;
 let workspace: string;
@@ -67,6 +74,7 @@ let exitCode: Promise<number | null>;
 const events: SessionEvent[] = [];
 const progress: { token: string | number; kind: string }[] = [];
 const offers: string[] = [];
+const diagnostics = new Map<string, Diagnostic[]>();
 
 function waitFor<T>(what: string, probe: () => T | undefined, timeoutMs = 30_000): Promise<T> {
   const started = Date.now();
@@ -116,6 +124,13 @@ function settingsYaml(baseUrl: string): string {
     "chat:",
     "  target: scripted",
     "  model: scripted-model",
+    "context:",
+    "  memory:",
+    "    target: scripted",
+    "    model: scripted-model",
+    "    cadenceToolCalls: 2",
+    "permissions:",
+    "  mode: bypass",
     "",
   ].join("\n");
 }
@@ -142,6 +157,18 @@ before(async () => {
     { text: HELLO },
     { text: Array.from({ length: SLOW_WORDS }, (_, i) => `word${i} `), chunk_delay: 0.25 },
     { text: AFTER_CANCEL },
+    // Two tool calls (the interval trigger at cadence 2), the answer, then the
+    // detached memory step at turn end: it saves a fact and cites it, so the fact is
+    // proposed as a durable record (MEMORY_SPEC §6).
+    ...["echo first-look", "echo second-look"].map((command) => ({
+      tool_calls: [{ name: "run_command", arguments: JSON.stringify({ command }) }],
+    })),
+    { text: LOOKED },
+    {
+      text:
+        `<operations>[{"op":"save_knowledge","content":"${LESSON}"}]</operations>\n` +
+        "<context_for_action>[tm-k-1] Read notes.md first.</context_for_action>",
+    },
   ]);
   fs.writeFileSync(path.join(dirs.config, "settings.yaml"), settingsYaml(baseUrl));
 
@@ -170,7 +197,9 @@ before(async () => {
       events.push(ev);
     }
   });
-  connection.onNotification(PublishDiagnosticsNotification.type, () => undefined);
+  connection.onNotification(PublishDiagnosticsNotification.type, (params) => {
+    diagnostics.set(params.uri, params.diagnostics);
+  });
   connection.onNotification("window/showMessage", () => undefined);
   connection.onNotification("window/logMessage", () => undefined);
   connection.onRequest(WorkDoneProgressCreateRequest.type, (params) => {
@@ -302,6 +331,52 @@ test("clio.memory.show answers a board the status bar can show", async () => {
   const text = statusText(shown);
   assert.match(text, /^\$\(database\) Clio: /);
   assert.ok(!text.includes("Clio: ?"), `the board names no tier: ${JSON.stringify(shown)}`);
+});
+
+test("a memory proposal shows as a clio-memory diagnostic whose Approve quick fix approves and clears it", async () => {
+  const result = (await connection.sendRequest(ExecuteCommandRequest.type, {
+    command: ServerCommand.prompt,
+    arguments: promptArguments("Take two looks at the workspace", sessionId, null),
+  })) as { stopReason: string };
+  assert.equal(result.stopReason, "end_turn");
+  // The extension refreshes the board after a turn settles (the memory step is
+  // detached); the server publishes pending proposals when it answers.
+  let found: { uri: string; diagnostic: Diagnostic; id: string } | undefined;
+  await waitFor("a clio-memory diagnostic carrying a proposal id", () => {
+    void connection.sendRequest(ExecuteCommandRequest.type, {
+      command: ServerCommand.memoryShow,
+      arguments: showArguments(),
+    });
+    for (const [uri, list] of diagnostics) {
+      for (const d of list) {
+        const id = diagnosticProposalId(d.source, d.data);
+        if (id) {
+          found = { uri, diagnostic: d, id };
+        }
+      }
+    }
+    return found;
+  });
+  const { uri, diagnostic, id } = found!;
+  assert.equal(diagnostic.severity, 3, "Information"); // DiagnosticSeverity.Information
+  const actions = (await connection.sendRequest(CodeActionRequest.type, {
+    textDocument: { uri },
+    range: diagnostic.range,
+    context: { diagnostics: [diagnostic], only: ["quickfix"] },
+  })) as (CodeAction | Command)[];
+  const titles = actions.map((a) => a.title);
+  assert.ok(titles.some((t) => t.startsWith("Reject memory: ")), `no Reject quick fix in ${titles}`);
+  const approve = actions.find((a) => a.title.startsWith("Approve memory: ")) as CodeAction | undefined;
+  assert.ok(approve?.command, `no Approve quick fix in ${titles}`);
+  // vscode-languageclient runs a quick fix's command with workspace/executeCommand.
+  const approved = (await connection.sendRequest(ExecuteCommandRequest.type, {
+    command: approve.command.command,
+    arguments: approve.command.arguments,
+  })) as { status: string };
+  assert.equal(field(approved, "status"), "approved");
+  await waitFor("the proposal's diagnostic to clear", () =>
+    [...diagnostics.values()].every((list) => list.every((d) => diagnosticProposalId(d.source, d.data) !== id))
+  );
 });
 
 test("clio.session.list names the session the prompts ran in (what Load Session… picks from)", async () => {
