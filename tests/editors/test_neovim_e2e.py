@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from clio_acp.memory.store import MemoryStore
+from clio_acp.paths import resolve_paths
 from tests.editors.nvim import PLUGIN, run_lua
 from tests.support.model_server import Reply, ScriptedModelServer, ToolCall
 
@@ -111,3 +113,5 @@ def test_prompt_diagnostic_quick_fix_approve_and_resume_offer(
     assert "ok: proposal diagnostic cleared" in log
     assert "ok: resume offer answered Seed" in log
     assert any(_is_memory_request(b) for b in model_server.bodies), "no memory step ran"
+    records = MemoryStore(resolve_paths().records_file).load()
+    assert [(r.lesson, r.status) for r in records] == [(LESSON, "approved")]
