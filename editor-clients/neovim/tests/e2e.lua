@@ -106,10 +106,10 @@ local function run()
   -- (clio.memory.show) a few times after it, which is what makes the server publish
   -- a new proposal. Look at the board now and then as a user would (:ClioMemory).
   local proposal
-  local last_look = vim.loop.now()
+  local last_look = (vim.uv or vim.loop).now()
   wait_for("clio-memory diagnostic with a proposal id", function()
-    if vim.loop.now() - last_look > 3000 then
-      last_look = vim.loop.now()
+    if (vim.uv or vim.loop).now() - last_look > 3000 then
+      last_look = (vim.uv or vim.loop).now()
       clio.refresh_status()
     end
     for _, item in ipairs(clio._proposal_diagnostics()) do

@@ -86,10 +86,10 @@ local function scratch(name)
   end
   buf = vim.api.nvim_create_buf(false, true)
   vim.api.nvim_buf_set_name(buf, name)
-  vim.api.nvim_buf_set_option(buf, "buftype", "nofile")
-  vim.api.nvim_buf_set_option(buf, "bufhidden", "hide")
-  vim.api.nvim_buf_set_option(buf, "swapfile", false)
-  vim.api.nvim_buf_set_option(buf, "filetype", "clio")
+  vim.bo[buf].buftype = "nofile"
+  vim.bo[buf].bufhidden = "hide"
+  vim.bo[buf].swapfile = false
+  vim.bo[buf].filetype = "clio"
   return buf
 end
 
@@ -336,7 +336,7 @@ end
 
 local function attachable(buf)
   return vim.api.nvim_buf_is_valid(buf)
-    and vim.api.nvim_buf_get_option(buf, "buftype") == ""
+    and vim.bo[buf].buftype == ""
     and vim.api.nvim_buf_get_name(buf) ~= ""
 end
 
