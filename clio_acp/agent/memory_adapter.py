@@ -145,13 +145,30 @@ def create(
         from clio_acp.agent.memory_bridge import create_hooks  # issue 3's middleware
     except ImportError:
         return BankOnlyMemory(settings)
-    return create_hooks(
+    relay = ProposalRelay()
+    hooks = create_hooks(
         session_id=session_id,
         cwd=cwd,
         settings=settings,
         delivers_reminders=delivers_reminders,
         paths=paths,
+        on_proposed=relay,
     )
+    hooks.proposal_relay = relay  # type: ignore[attr-defined]
+    return hooks
+
+
+class ProposalRelay:
+    """Forwards durable records auto-proposed by the memory step (MEMORY_SPEC §6) to
+    the session, which emits them as ``MemoryProposal`` events. The session sets
+    ``sink`` once it exists; proposals before that are only in records.json."""
+
+    def __init__(self) -> None:
+        self.sink: Callable[[list[Any]], None] | None = None
+
+    def __call__(self, records: list[Any]) -> None:
+        if self.sink is not None:
+            self.sink(records)
 
 
 def durable_prompt_section(cwd: Path, settings: Settings, paths: Paths) -> str:

@@ -211,6 +211,7 @@ def create_hooks(
     delivers_reminders: bool,
     paths: Paths,
     router_factory: Callable[[Settings], Any] | None = None,
+    on_proposed: Callable[[list[Any]], Any] | None = None,
 ) -> MiddlewareHooks:
     """The memory registration of one session: a ``MemoryMiddleware`` writing
     telemetry to ``<state>/memory/steps.jsonl`` and usage rows to
@@ -249,6 +250,7 @@ def create_hooks(
         bank=lambda: holder[0].bank if holder else None,
         session_id=lambda: session_id,
         cwd=lambda: cwd,
+        on_proposed=on_proposed,
     )
     middleware = mw.MemoryMiddleware(
         settings,

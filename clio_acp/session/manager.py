@@ -46,6 +46,8 @@ from clio_acp.agent.tools import LocalToolHost, ToolHost, ToolRegistry, Workspac
 from clio_acp.paths import Paths
 from clio_acp.session.events import (
     HandoffOffer,
+    MemoryCleared,
+    MemoryProposal,
     MemoryReminder,
     MessageChunk,
     Notice,
@@ -257,6 +259,9 @@ class Session:
                 spill_threshold_bytes=ctx.spill_threshold_bytes,
             )
 
+        relay = getattr(memory, "proposal_relay", None)
+        if relay is not None:
+            relay.sink = self._on_proposed
         self.loop = AgentLoop(
             session_id=self.id,
             workspace=self.workspace,
@@ -429,6 +434,26 @@ class Session:
         await self.save_bank()
         return outcome.to_dict()
 
+    def _on_proposed(self, records: list[Any]) -> None:
+        events = []
+        for record in records:
+            provenance = getattr(record, "provenance", None)
+            events.append(
+                MemoryProposal(
+                    session_id=self.id,
+                    record_id=record.id,
+                    scope=str(record.scope),
+                    content=record.lesson,
+                    entry_id=getattr(provenance, "source_entry_id", None),
+                )
+            )
+        if events and not self._closed:
+            self._spawn(self._deliver_all(events))
+
+    async def _deliver_all(self, events: list[SessionEvent]) -> None:
+        for event in events:
+            await self._emit(event)
+
     def start_watching(self) -> None:
         """Watch the workspace roots (watchfiles) so a change made outside the agent's
         own tools restarts the middleware's repeat counts (MEMORY_SPEC §12 item 1)."""
@@ -481,6 +506,7 @@ class Session:
         with contextlib.suppress(Exception):
             self.memory.dispose()
         await self.loop.aclose()
+        await self._emit(MemoryCleared(session_id=self.id))
         self._closed = True
         self._subscribers.clear()
 

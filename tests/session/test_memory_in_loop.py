@@ -102,7 +102,7 @@ def _is_memory_request(body) -> bool:
     return not body.get("tools") and "working summary" not in str(first)
 
 
-async def test_llm_tier_reminder_reaches_the_next_prompt_as_a_system_reminder(
+async def test_llm_tier_reminder_reaches_the_next_prompt_and_its_entry_is_proposed(
     workspace, model_server, recorder
 ):
     model_server.install_settings(memory=True)
@@ -144,5 +144,13 @@ async def test_llm_tier_reminder_reaches_the_next_prompt_as_a_system_reminder(
         ]
         assert blocks and "a.txt was already read" in blocks[-1]
         assert [r.channel for r in recorder.of("memory_reminder")] == ["reminder"]
+        # MEMORY_SPEC §6: the cited entry of an LLM-tier injection is auto-proposed.
+        for _ in range(500):
+            if recorder.of("memory_proposal"):
+                break
+            await asyncio.sleep(0.02)
+        proposals = recorder.of("memory_proposal")
+        assert proposals and proposals[0].content == "a.txt holds the letter a"
+        assert proposals[0].scope == "repo" and proposals[0].entry_id == "tm-k-1"
     finally:
         await mgr.aclose()
