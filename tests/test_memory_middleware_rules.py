@@ -417,3 +417,17 @@ def test_activity_ring_keeps_the_newest_20_events_and_board_shows_them():
     assert len(board["activity"]) == 20
     assert board["activity"][0]["line"] == "turn_end silent no_repeated_failure"
     assert board["tier"] == "rules" and board["stepInFlight"] is False
+
+
+def test_signals_survive_a_broken_settings_source():
+    calls = {"n": 0}
+
+    def settings():
+        calls["n"] += 1
+        raise RuntimeError("settings file vanished")
+
+    mw = MemoryMiddleware(settings)
+    mw.note_workspace_change()  # no raise
+    mw.signal_loop()
+    assert mw.turn_start("t", "x") == []
+    assert calls["n"] >= 2

@@ -87,6 +87,12 @@ def _print_text(report: ReplayReport) -> None:
         print(f"  step {r.step:>4} {r.channel:<10} {r.trigger:<16} [{cited}] {r.text}")
     for e in report.environmental:
         print(f"  environment [{e['id']}] {e['content']}")
+    if report.yardstick:
+        steps = report.yardstick.get("injected_after_steps", [])
+        print(
+            f"  paper's memory agent on this run: {report.yardstick.get('memory_steps', 0)} "
+            f"memory steps, {len(steps)} reminders (after agent steps {steps})"
+        )
     if report.requirements:
         print(f"  requirements captured: {len(report.requirements)}")
     print(f"  final bank: {s['bankSize']} entries")

@@ -949,13 +949,24 @@ class MemoryMiddleware:
 
     def signal_loop(self) -> None:
         """§4: the host loop guard's verdict; adds the ``loop_signal`` trigger."""
-        if not self._disposed:
-            self._add_trigger("loop_signal")
+
+        def run() -> list[Effect]:
+            if not self._disposed:
+                self._add_trigger("loop_signal")
+            return []
+
+        self._guard("signal_loop", run)
 
     def note_workspace_change(self) -> None:
-        """§12.1: the file watcher saw the workspace change; repeat counts restart."""
-        if not self._disposed and self.settings().state_change_resets_repeats:
-            self._s.rules.note_change()
+        """§12.1: the file watcher saw the workspace change; repeat counts restart.
+        The session core calls this from its watcher (watchfiles)."""
+
+        def run() -> list[Effect]:
+            if not self._disposed and self.settings().state_change_resets_repeats:
+                self._s.rules.note_change()
+            return []
+
+        self._guard("note_workspace_change", run)
 
     # -- LLM tier -----------------------------------------------------------------------------
 
