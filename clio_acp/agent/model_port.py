@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -147,7 +148,11 @@ class RouterChatModel:
         return ModelTurn(
             text=completion.text,
             reasoning=completion.reasoning,
-            tool_calls=[ModelToolCall(c.id, c.name, c.arguments) for c in completion.tool_calls],
+            tool_calls=[
+                # Some servers send no (or repeated) ids; the journal needs unique ones.
+                ModelToolCall(c.id or f"call_{uuid.uuid4().hex[:12]}", c.name, c.arguments)
+                for c in completion.tool_calls
+            ],
             finish_reason=completion.finish_reason,
             usage=ModelUsage(usage.input_tokens, usage.output_tokens, usage.cached_tokens or 0)
             if usage

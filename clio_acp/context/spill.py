@@ -63,8 +63,8 @@ def needs_spill(text: str, threshold_bytes: int = SPILL_THRESHOLD_BYTES) -> bool
 
 def make_ref(session_id: str, tool_call_id: str, text: str) -> str:
     """A stable ref ``spill-<16 hex>`` for one result of one tool call."""
-    digest = hashlib.sha256(f"{session_id}\0{tool_call_id}\0{len(text)}".encode())
-    digest.update(text[:4096].encode("utf-8", "replace"))
+    digest = hashlib.sha256(f"{session_id}\0{tool_call_id}\0".encode())
+    digest.update(text.encode("utf-8", "replace"))  # the whole text: no two results share a ref
     return "spill-" + digest.hexdigest()[:16]
 
 
