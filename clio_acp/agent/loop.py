@@ -246,6 +246,9 @@ class AgentLoop:
             stop = await self._requests(state)
         except asyncio.CancelledError:
             stop = "cancelled"
+            # A reminder for an aborted turn is dropped; a restore offer stays pending
+            # in the middleware and comes back at the next turn start (§12.6).
+            self.pending_reminders.clear()
             self.memory.discard_deferred()
             await self._finish_cancelled(state)
         except ModelError as exc:
@@ -707,6 +710,8 @@ class AgentLoop:
                 "spilled": spilled,
             },
         )
+        # §12.6: reminders buffered before the compaction lose their authority.
+        self.pending_reminders = [r for r in self.pending_reminders if r.channel == "restore"]
         self._queue_effects(
             self.memory.on_compaction(
                 self.session_id,
