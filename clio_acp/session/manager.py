@@ -396,7 +396,14 @@ class Session:
     async def compact(self) -> None:
         """Compact the conversation now (``/compact``)."""
         async with self._turn_lock:
-            done = await self.loop.compact()
+            try:
+                done = await self.loop.compact()
+            except Exception as exc:  # no model route, journal trouble: say so, go on
+                log.warning("compaction failed for %s", self.id, exc_info=True)
+                await self._emit(
+                    Notice(session_id=self.id, level="error", text=f"Compaction failed: {exc}")
+                )
+                return
             if not done:
                 await self._emit(
                     Notice(session_id=self.id, level="info", text="Nothing to compact.")

@@ -84,3 +84,21 @@ async def test_failed_summary_keeps_previous_summary_and_user_requests(
     assert "request 1" in summary_row.data["summary"] and "request 2" in summary_row.data["summary"]
     sent = model_server.bodies[-1]["messages"]
     assert "request 1" in sent[1]["content"]
+
+
+async def test_explicit_compact_summarises_everything_before_the_last_prompt(
+    small_window_manager, workspace, model_server
+):
+    session = await small_window_manager.new_session(workspace)
+    for n in (1, 2):
+        model_server.push(Reply(text=f"answer {n}", when=lambda b: not _is_summary_request(b)))
+        await session.prompt(f"short request {n}")
+    model_server.push(Reply(text="SUMMARY of both", when=_is_summary_request))
+    await session.compact()
+    rows = [r for r in session.rows() if r.type == "compaction"]
+    assert len(rows) == 1 and rows[0].data["summary"] == "SUMMARY of both"
+    model_server.push(Reply(text="after", when=lambda b: not _is_summary_request(b)))
+    await session.prompt("next")
+    sent = model_server.bodies[-1]["messages"]
+    assert "SUMMARY of both" in sent[1]["content"]
+    assert sent[-1] == {"role": "user", "content": "next"}
