@@ -152,6 +152,8 @@ class ClioLanguageServerProtocol(LanguageServerProtocol):
         self.exit_code: int | None = None
         self.stop_requested = asyncio.Event()
         self._parent_watch: asyncio.Task[None] | None = None
+        self.shutdown_task: asyncio.Task[Any] | None = None
+        """The task answering ``shutdown``; the runner lets it finish before stopping."""
         self._background: set[asyncio.Future[Any]] = set()
 
     def spawn(self, awaitable: Any) -> asyncio.Future[Any]:
@@ -219,6 +221,10 @@ class ClioLanguageServerProtocol(LanguageServerProtocol):
                     logger.debug("Dropping %s before initialize", method)
                     return
 
+        if is_request and method == types.SHUTDOWN:
+            # Set before the (async) shutdown handler runs: an `exit` read right after
+            # it must already see that shutdown was requested.
+            self.shutdown_requested = True
         ctx = contextvars.copy_context()
         if is_request:
             ctx.run(self._handle_request, message.id, message.method, message.params)
@@ -314,6 +320,7 @@ class ClioLanguageServerProtocol(LanguageServerProtocol):
         # pygls 2.1.1 cancels other requests' futures and answers at once, while the
         # tasks behind them (turns) keep running; it then drops later requests unanswered.
         self.shutdown_requested = True
+        self.shutdown_task = asyncio.current_task()
         handler = self.fm.features.get(types.SHUTDOWN)
         if handler is not None:
             try:

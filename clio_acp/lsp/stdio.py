@@ -107,6 +107,12 @@ async def serve(server: Any, stdin_fd: int, stdout: BinaryIO) -> int:
         protocol.exit_code = 0 if protocol.shutdown_requested else 1
     protocol.stop_requested.set()
     protocol.cancel_parent_watch()
+    shutdown = protocol.shutdown_task
+    if shutdown is not None and not shutdown.done():
+        # `exit` came before the `shutdown` answer: finish (and send) it first.
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(asyncio.shield(shutdown), CLOSE_TIMEOUT_S)
+        await asyncio.sleep(0)  # let pygls' done-callback write the answer
     try:
         await asyncio.wait_for(server.aclose(), CLOSE_TIMEOUT_S)
     except Exception:

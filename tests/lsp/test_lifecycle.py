@@ -123,3 +123,12 @@ async def test_initialize_advertises_every_clio_command_and_code_actions(
     kinds = result.capabilities.code_action_provider.code_action_kinds
     assert types.CodeActionKind.QuickFix in kinds
     assert result.server_info.name == "clio-acp"
+
+
+async def test_exit_sent_right_after_shutdown_still_gets_the_shutdown_answer_and_code_0(
+    client: LanguageClient,
+):
+    answer = asyncio.wrap_future(client.shutdown(None))  # sent now
+    client.exit(None)  # without waiting for the answer
+    assert await asyncio.wait_for(answer, 20) is None
+    assert await exit_code(client) == 0
