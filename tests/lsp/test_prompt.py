@@ -4,11 +4,13 @@ The model is the scripted model server on loopback."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from tests.lsp.conftest import execute, updates_of, wait_until
@@ -99,3 +101,17 @@ async def test_second_prompt_continues_the_session_and_usage_adds_up(
     assert totals["sessionId"] == first["sessionId"]
     assert totals["session"]["inputTokens"] == 30
     assert totals["session"]["outputTokens"] == 5
+
+
+async def test_a_second_prompt_while_a_turn_runs_is_refused_clearly(
+    client: LanguageClient, model_server
+):
+    model_server.push(Reply(text=["word "] * 400, chunk_delay=0.05))
+    first = asyncio.ensure_future(execute(client, "clio.prompt", "long one"))
+    await wait_until(lambda: updates_of(client, "message_chunk"))
+    with pytest.raises(JsonRpcException) as caught:
+        await execute(client, "clio.prompt", "impatient")
+    assert caught.value.code == types.LSPErrorCodes.RequestFailed.value
+    assert "already running" in caught.value.message
+    await execute(client, "clio.cancel")
+    assert (await asyncio.wait_for(first, 15))["stopReason"] == "cancelled"

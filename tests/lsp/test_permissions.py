@@ -1,0 +1,56 @@
+"""Tool permissions in ``ask`` mode: the server asks with ``window/showMessageRequest``
+(Allow once / Always allow / Reject / Always reject) and the turn follows the answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+from tests.lsp.conftest import execute, initialize_params
+from tests.support.model_server import Reply, ToolCall
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture(autouse=True)
+def _model(model_server):
+    model_server.install_settings(memory=False)
+    write = ToolCall("write_file", json.dumps({"path": "out.txt", "content": "hi\n"}), id="w1")
+    model_server.push(Reply(tool_calls=[write]), Reply(text="done"))
+    return model_server
+
+
+async def _ask_mode(lsp: LanguageClient, client_name: str, workspace: Path, title: str):
+    lsp.answer = lambda params: types.MessageActionItem(title=title)
+    await lsp.initialize_session(
+        initialize_params(client_name, workspace, options={"permissionMode": "ask"})
+    )
+    return await execute(lsp, "clio.prompt", "write out.txt")
+
+
+async def test_allow_once_lets_the_edit_run(lsp: LanguageClient, client_name: str, workspace: Path):
+    result = await _ask_mode(lsp, client_name, workspace, "Allow once")
+    assert result["stopReason"] == "end_turn"
+    assert (workspace / "out.txt").read_text() == "hi\n"
+    question = lsp.asked[0]
+    assert "write_file" in question.message
+    assert [a.title for a in question.actions] == [
+        "Allow once",
+        "Always allow",
+        "Reject",
+        "Always reject",
+    ]
+
+
+async def test_reject_keeps_the_file_untouched(
+    lsp: LanguageClient, client_name: str, workspace: Path
+):
+    result = await _ask_mode(lsp, client_name, workspace, "Reject")
+    assert result["stopReason"] == "end_turn"
+    assert not (workspace / "out.txt").exists()
+    finished = [u for u in lsp.session_updates if u["type"] == "tool_call_finished"]
+    assert finished[0]["status"] == "failed"
