@@ -179,6 +179,7 @@ class AgentLoop:
         self._tool_schemas: list[dict[str, Any]] | None = None
         self.tool_running = False
         self.last_tool_end = 0.0
+        self._memory_seen_at = ""
 
     # ------------------------------------------------------------------ helpers
 
@@ -242,6 +243,7 @@ class AgentLoop:
             )
             self._turn_prompt_seq = prompt_row.seq
             await self._maybe_compact(state)
+            await self._journal_memory_steps()
             self._queue_effects(self.memory.turn_start(self.session_id, state.turn_id, text))
             stop = await self._requests(state)
         except asyncio.CancelledError:
@@ -267,6 +269,10 @@ class AgentLoop:
         self._queue_effects(self.memory.turn_end(self.session_id, state.turn_id))
         if stop != "cancelled":
             self.memory.evaluate_turn_end(self.session_id, state.turn_id)
+        try:
+            await self._journal_memory_steps()
+        except Exception:
+            log.debug("memory step rows not journaled", exc_info=True)
         await self.transcript.add(
             history.ROW_TURN_ENDED, {"stop_reason": stop, "turn_id": state.turn_id}
         )
@@ -602,6 +608,38 @@ class AgentLoop:
         state.inflight.clear()
         self.tool_running = False
         self.last_tool_end = time.monotonic()
+
+    async def _journal_memory_steps(self) -> None:
+        """Journal the memory steps decided since the last call (one ``memory_step`` row
+        each: time, triggers, tier, decision, reason, cited and written counts); the
+        content lives in the middleware's telemetry, never here."""
+        activity = getattr(getattr(self.memory, "middleware", None), "activity", None)
+        if not isinstance(activity, list):
+            return
+        fresh = [
+            a
+            for a in activity
+            if isinstance(a, dict) and str(a.get("at", "")) > self._memory_seen_at
+        ]
+        for item in reversed(fresh):  # the ring is newest first
+            await self.transcript.add(
+                history.ROW_MEMORY_STEP,
+                {
+                    k: item.get(k)
+                    for k in (
+                        "at",
+                        "triggerReasons",
+                        "tier",
+                        "decision",
+                        "reason",
+                        "citedEntries",
+                        "bankWrites",
+                        "latencyMs",
+                    )
+                },
+            )
+        if fresh:
+            self._memory_seen_at = max(str(a.get("at", "")) for a in fresh)
 
     async def _notice(self, level: str, text: str) -> None:
         await self.transcript.add(history.ROW_NOTICE, {"level": level, "text": text})

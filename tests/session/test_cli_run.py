@@ -38,6 +38,7 @@ def test_run_prints_answer_and_tool_calls_then_events_show_the_journal(
         "tool_call",
         "tool_result",
         "assistant",
+        "memory_step",  # the rules tier's turn-end decision (content-free)
         "turn_ended",
     ]
     filtered = run_cli("events", sid[:12], "--type", "tool_result", "--type", "prompt")

@@ -149,6 +149,8 @@ async def test_llm_tier_reminder_reaches_the_next_prompt_and_its_entry_is_propos
             if recorder.of("memory_proposal"):
                 break
             await asyncio.sleep(0.02)
+        steps = [r.data for r in session.rows() if r.type == "memory_step"]
+        assert any(st["tier"] == "llm" and st["decision"] == "injected" for st in steps)
         proposals = recorder.of("memory_proposal")
         assert proposals and proposals[0].content == "a.txt holds the letter a"
         assert proposals[0].scope == "repo" and proposals[0].entry_id == "tm-k-1"
