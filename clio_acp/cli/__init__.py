@@ -15,6 +15,7 @@ from clio_acp import __version__
 from clio_acp.cli import (
     acp_cmd,
     doctor_cmd,
+    eval_cmd,
     local_cmd,
     lsp_cmd,
     memory_cmd,
@@ -30,6 +31,7 @@ from clio_acp.cli import (
 _COMMAND_MODULES = [
     acp_cmd,
     doctor_cmd,
+    eval_cmd,
     local_cmd,
     lsp_cmd,
     memory_cmd,

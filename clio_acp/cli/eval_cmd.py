@@ -1,0 +1,113 @@
+"""``clio-acp eval ab``: the memory A/B harness (MEMORY_SPEC §9, issue 10 item 1).
+
+Argument parsing and printing only: ``clio_acp.eval.harness`` runs the matrix
+(baseline, rules, llm over the tasks, one real session per trial in a temporary
+workspace) and ``clio_acp.eval.report`` does the arithmetic. ``--scripted`` uses the
+built-in deterministic model; ``--target ID`` a target from the settings. ``--json``
+prints the report object; otherwise a table and the verdict. Exit 0 when measured,
+1 when the verdict is a regression or the run could not be made, 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from clio_acp.eval.report import VARIANTS
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "eval",
+        help="evaluate memory: the A/B harness (eval ab)",
+        description="Evaluate task memory. eval ab: the A/B harness (MEMORY_SPEC §9).",
+    )
+    verbs = parser.add_subparsers(dest="eval_command", metavar="VERB")
+    ab = verbs.add_parser(
+        "ab",
+        help="run baseline, rules and llm memory over tasks, one real session per trial",
+        description=(
+            "Run the variants baseline (memory off), rules (rules tier only) and llm "
+            "(rules + LLM tier on the target) over the tasks; report pass rates, "
+            "reminders, citations, added tokens and latency, and the alwaysNoisyRegression "
+            "verdict (MEMORY_SPEC §9)."
+        ),
+    )
+    source = ab.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--scripted", action="store_true", help="the built-in deterministic scripted model"
+    )
+    source.add_argument("--target", metavar="ID", help="a target id from settings.yaml")
+    ab.add_argument("--model", help="model id on --target (default: its defaultModel)")
+    ab.add_argument(
+        "--tasks", type=Path, metavar="DIR", help="folder of task *.yaml files (default: built-in)"
+    )
+    ab.add_argument(
+        "--task", action="append", metavar="ID", dest="task_ids", help="only these task ids"
+    )
+    ab.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated subset of baseline,rules,llm (run in that order)",
+    )
+    ab.add_argument(
+        "--keep", type=Path, metavar="DIR", help="keep each trial's workspace and roots here"
+    )
+    ab.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    ab.set_defaults(func=run)
+    parser.set_defaults(func=lambda _args: (parser.print_help(sys.stderr), 2)[1])
+
+
+def run(args: argparse.Namespace) -> int:
+    from clio_acp.eval.harness import EvalError
+    from clio_acp.eval.tasks import TaskError
+
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown or not variants:
+        print(f"clio-acp eval ab: unknown variant(s): {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    try:
+        report = asyncio.run(_run(args, variants))
+    except (EvalError, TaskError) as exc:
+        print(f"clio-acp eval ab: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+    else:
+        from clio_acp.eval.report import format_report
+
+        print(format_report(report))
+    return 1 if report["alwaysNoisyRegression"] else 0
+
+
+async def _run(args: argparse.Namespace, variants: list[str]) -> dict:
+    from clio_acp.eval.harness import ScriptedTarget, SessionRunner, SettingsTarget, run_matrix
+    from clio_acp.eval.report import build_report
+    from clio_acp.eval.tasks import load_tasks
+
+    tasks = load_tasks(args.tasks, args.task_ids)
+    if args.scripted:
+        target = ScriptedTarget()
+    else:
+        from clio_acp.paths import resolve_paths
+        from clio_acp.settings import load_settings
+
+        settings = load_settings(resolve_paths().settings_file, env=os.environ)
+        target = SettingsTarget(settings, args.target, args.model)
+
+    def progress(trial) -> None:
+        state = "pass" if trial.passed else ("error" if trial.error else "fail")
+        print(f"eval: {trial.variant} {trial.task_id}: {state}", file=sys.stderr, flush=True)
+
+    try:
+        trials = await run_matrix(
+            tasks, SessionRunner(target, keep=args.keep), variants=variants, on_trial=progress
+        )
+    finally:
+        await target.aclose()
+    return build_report(trials, target=target.target, tasks=[t.id for t in tasks])

@@ -1,0 +1,333 @@
+"""The A/B harness (``runProactiveMemoryEval``, MEMORY_SPEC §9): every variant over
+every task, one real session per trial, in an isolated temporary workspace.
+
+Owns :func:`run_matrix` (the variant × task loop over any runner, with the §9 rules:
+fixed variant order, a raising runner becomes a failed trial and the matrix goes on,
+a baseline trial that emits memory rows is an :class:`EvalError`), the validated
+:class:`RunnerOutput`, and :class:`SessionRunner` (the real runner: a
+``SessionManager`` with private data/state/config/cache roots per trial, the task's
+prompts in ``bypass`` mode, the pass check as a shell command, the telemetry rows read
+back from that trial's own ``steps.jsonl``). :class:`ScriptedTarget` serves the
+built-in deterministic model; :class:`SettingsTarget` uses a configured target.
+It prints nothing; ``clio_acp.cli.eval_cmd`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from clio_acp.eval.report import VARIANTS, TrialResult
+from clio_acp.eval.scripted_agent import ScriptedAgent
+from clio_acp.eval.tasks import EvalTask, TaskError, check_task_set
+from clio_acp.memory.telemetry import StepRecord, parse_step_line
+from clio_acp.paths import Paths
+from clio_acp.settings import Settings, apply_overrides
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "EvalError",
+    "RunnerOutput",
+    "ScriptedTarget",
+    "SessionRunner",
+    "SettingsTarget",
+    "run_matrix",
+]
+
+MAX_SAFE_INTEGER = 2**53 - 1  # §9: token counts are safe integers (the reference's JS bound)
+MEMORY_IDLE_TIMEOUT_S = 120.0  # wait for a detached LLM memory step after the last turn
+
+
+class EvalError(RuntimeError):
+    """The experiment itself is invalid (bad target, a baseline trial with memory
+    rows): the run stops."""
+
+
+class RunnerOutput(BaseModel):
+    """What a runner returns for one trial (§9 "Runner")."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+    passed: bool
+    action_input_tokens: int = Field(ge=0, le=MAX_SAFE_INTEGER)
+    action_output_tokens: int = Field(ge=0, le=MAX_SAFE_INTEGER)
+    action_latency_ms: float = Field(ge=0)
+    rows: list[StepRecord] = Field(default_factory=list)
+
+    @field_validator("action_latency_ms")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("actionLatencyMs must be finite")
+        return value
+
+
+Runner = Callable[[EvalTask, str], Awaitable[RunnerOutput]]
+
+
+def check_target(target: dict[str, str]) -> dict[str, str]:
+    """§9: ``{id, model}`` both non-blank after trimming; ``EvalError`` otherwise."""
+    tid = str(target.get("id") or "").strip()
+    model = str(target.get("model") or "").strip()
+    if not tid or not model:
+        raise EvalError("the target needs a non-blank id and model")
+    return {"id": tid, "model": model}
+
+
+async def run_matrix(
+    tasks: Sequence[EvalTask],
+    runner: Runner,
+    *,
+    variants: Sequence[str] = VARIANTS,
+    on_trial: Callable[[TrialResult], None] | None = None,
+) -> list[TrialResult]:
+    """Run ``variants`` (kept in the §9 order baseline, rules, llm) over ``tasks``.
+
+    A runner that raises (or returns an invalid output) gives a failed trial with
+    zeros and ``error``; the matrix continues. A baseline trial with memory rows
+    raises :class:`EvalError`. ``TaskError`` for fewer than 3 tasks or bad ids."""
+    check_task_set([t.id for t in tasks])
+    order = [v for v in VARIANTS if v in variants] + [v for v in variants if v not in VARIANTS]
+    trials: list[TrialResult] = []
+    for variant in order:
+        for task in tasks:
+            try:
+                out = await runner(task, variant)
+                if not isinstance(out, RunnerOutput):
+                    out = RunnerOutput.model_validate(out)
+            except (EvalError, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                log.warning("trial %s/%s failed", variant, task.id, exc_info=True)
+                trial = TrialResult(variant, task.id, False, error=f"{type(exc).__name__}: {exc}")
+            else:
+                if variant == "baseline" and out.rows:
+                    raise EvalError(
+                        f"baseline trial {task.id!r} emitted {len(out.rows)} memory rows "
+                        "(memory must be off in the baseline)"
+                    )
+                trial = TrialResult(
+                    variant,
+                    task.id,
+                    out.passed,
+                    out.action_input_tokens,
+                    out.action_output_tokens,
+                    out.action_latency_ms,
+                    list(out.rows),
+                )
+            trials.append(trial)
+            if on_trial is not None:
+                on_trial(trial)
+    return trials
+
+
+# -- targets --------------------------------------------------------------------------
+
+
+class Target(Protocol):
+    target: dict[str, str]
+
+    def settings_for(self, variant: str, task: EvalTask) -> Settings: ...
+
+
+def _variant_overlay(variant: str, target_id: str, model: str) -> dict[str, Any]:
+    """baseline: memory off; rules: memory on, no memory route; llm: memory route =
+    the target under test."""
+    memory: dict[str, Any] = {"enabled": variant != "baseline", "target": None, "model": None}
+    if variant == "llm":
+        memory.update(target=target_id, model=model)
+    return {
+        "chat": {"target": target_id, "model": model},
+        "context": {"memory": memory},
+        "permissions": {"mode": "bypass"},
+    }
+
+
+class SettingsTarget:
+    """A target from the user's settings (``--target ID``, live model)."""
+
+    def __init__(self, settings: Settings, target_id: str, model: str | None = None) -> None:
+        ids = [t.id for t in settings.targets]
+        if target_id not in ids:
+            raise EvalError(
+                f"unknown target {target_id!r} (configured: {', '.join(ids) or 'none'})"
+            )
+        if not model and settings.chat.target == target_id:
+            model = settings.chat.model
+        if not model:
+            model = settings.targets[ids.index(target_id)].default_model
+        self.base = settings
+        self.target = check_target({"id": target_id, "model": model or ""})
+
+    def settings_for(self, variant: str, task: EvalTask) -> Settings:
+        overlay = _variant_overlay(variant, self.target["id"], self.target["model"])
+        return apply_overrides(self.base, overlay, source="eval")
+
+    async def prepare(self, task: EvalTask) -> None:
+        return None
+
+    def set_turn(self, turn: int) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+class ScriptedTarget:
+    """The built-in deterministic model: a loopback scripted server whose answers
+    follow each task's ``scripted`` play (:class:`ScriptedAgent`)."""
+
+    def __init__(self) -> None:
+        from clio_acp.models.scripted import DEFAULT_MODEL, TARGET_ID, ScriptedModelServer
+
+        self.server = ScriptedModelServer().start()
+        self.target = check_target({"id": TARGET_ID, "model": DEFAULT_MODEL})
+        self.agent: ScriptedAgent | None = None
+        base = {
+            "version": 2,
+            "targets": [
+                {
+                    "id": TARGET_ID,
+                    "runtime": "llamacpp",
+                    "url": self.server.base_url,
+                    "maxConcurrentRequests": 4,
+                }
+            ],
+        }
+        self.base = Settings.model_validate(base)
+
+    def settings_for(self, variant: str, task: EvalTask) -> Settings:
+        overlay = _variant_overlay(variant, self.target["id"], self.target["model"])
+        return apply_overrides(self.base, overlay, source="eval")
+
+    async def prepare(self, task: EvalTask) -> None:
+        if task.scripted is None:
+            raise TaskError(f"task {task.id!r} has no scripted play (needed for --scripted)")
+        self.agent = ScriptedAgent(task.scripted, task.prompts)
+        self.server.responder = self.agent
+
+    def set_turn(self, turn: int) -> None:
+        if self.agent is not None:
+            self.agent.turn = turn
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.server.stop)
+
+
+# -- the real runner ------------------------------------------------------------------
+
+
+@dataclass
+class _Usage:
+    """Sums the action model's usage over a trial; keeps the first error notice."""
+
+    input: int = 0
+    output: int = 0
+    error: str | None = None
+
+    def __call__(self, event: Any) -> None:
+        kind = getattr(event, "type", None)
+        if kind == "usage_update":
+            self.input += int(event.input_tokens or 0)
+            self.output += int(event.output_tokens or 0)
+        elif kind == "notice" and event.level == "error" and self.error is None:
+            self.error = str(event.text)
+
+
+def _read_rows(path: Path) -> list[StepRecord]:
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            rows.append(parse_step_line(line))
+    return rows
+
+
+async def _run_check(task: EvalTask, workspace: Path) -> bool:
+    proc = await asyncio.create_subprocess_shell(
+        task.check.command,
+        cwd=workspace,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        return await asyncio.wait_for(proc.wait(), task.check.timeout_ms / 1000) == 0
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        return False
+
+
+class SessionRunner:
+    """Runs one trial as a real session (``clio_acp.session.manager.SessionManager``)
+    with its own temporary roots and workspace, removed afterwards (``keep`` keeps
+    them under ``keep`` for inspection)."""
+
+    def __init__(self, target: Any, *, keep: Path | None = None) -> None:
+        self.target = target
+        self.keep = keep
+
+    async def __call__(self, task: EvalTask, variant: str) -> RunnerOutput:
+        if self.keep is not None:
+            root = self.keep / f"{variant}-{task.id}"
+            root.mkdir(parents=True, exist_ok=True)
+            return await self._trial(task, variant, root)
+        with tempfile.TemporaryDirectory(prefix="clio-eval-") as tmp:
+            return await self._trial(task, variant, Path(tmp))
+
+    async def _trial(self, task: EvalTask, variant: str, root: Path) -> RunnerOutput:
+        from clio_acp.session.manager import SessionManager
+
+        workspace = root / "workspace"
+        await asyncio.to_thread(task.materialize, workspace)
+        paths = Paths(
+            data=root / "data", state=root / "state", config=root / "config", cache=root / "cache"
+        )
+        settings = self.target.settings_for(variant, task)
+        await self.target.prepare(task)
+        manager = SessionManager(paths=paths, settings=lambda: settings)
+        usage = _Usage()
+        try:
+            session = await manager.new_session(workspace, mode="bypass")
+            session.subscribe(usage)
+            started = time.perf_counter()
+            turn = 0
+            for step in task.turns:
+                if step.compact:
+                    await session.compact()
+                    continue
+                self.target.set_turn(turn)
+                await session.prompt(step.prompt or "")
+                turn += 1
+                if usage.error is not None:  # a model failure: the trial failed, say why
+                    raise RuntimeError(usage.error)
+            latency_ms = (time.perf_counter() - started) * 1000
+            middleware = getattr(getattr(session, "memory", None), "middleware", None)
+            if middleware is not None and hasattr(middleware, "wait_idle"):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(middleware.wait_idle(), MEMORY_IDLE_TIMEOUT_S)
+        finally:
+            await manager.aclose()
+        rows = await asyncio.to_thread(_read_rows, paths.steps_file)
+        passed = await _run_check(task, workspace)
+        return RunnerOutput(
+            passed=passed,
+            action_input_tokens=usage.input,
+            action_output_tokens=usage.output,
+            action_latency_ms=latency_ms,
+            rows=rows,
+        )
