@@ -7,6 +7,12 @@ object per recording (per file; one per instance for OpenHands files), each with
 ``reminders`` list (``step`` is the 1-based tool-call index) and a ``summary``.
 The text report lists the same per file and a total. Exit 1 if any file could not
 be read as a trajectory (the others are still reported).
+
+``--html FILE`` also writes a self-contained HTML page (``clio_acp.eval.replay_html``:
+timeline with failures marked, each memory effect and its citations, the final bank).
+``--compare-pma DIR`` replays every pma-tb2 run under DIR and reports the agreement of
+our firing points with the paper's memory agent (``clio_acp.eval.pma``); ``--json``
+prints that comparison as one object.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "failures, reminders, annotations, environment faults, requirements and the bank."
         ),
     )
-    parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    parser.add_argument("files", nargs="*", type=Path, metavar="FILE")
     parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
     parser.add_argument("--json", action="store_true", help="one JSON object per recording")
     parser.add_argument(
@@ -47,6 +53,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         metavar="N",
         help="simulate a compaction after every N tool calls",
+    )
+    parser.add_argument(
+        "--html",
+        type=Path,
+        metavar="OUT",
+        help="also write a self-contained HTML report (timeline, reminders, final bank)",
+    )
+    parser.add_argument(
+        "--compare-pma",
+        type=Path,
+        metavar="DIR",
+        help="agreement of our firing points with the paper's memory agent (pma-tb2 folders)",
     )
     parser.set_defaults(func=run)
 
@@ -99,7 +117,59 @@ def _print_text(report: ReplayReport) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.compare_pma is not None:
+        return asyncio.run(_compare_pma(args))
+    if not args.files:
+        print("clio-acp replay: give trajectory FILEs or --compare-pma DIR", file=sys.stderr)
+        return 2
     return asyncio.run(_run(args))
+
+
+async def _compare_pma(args: argparse.Namespace) -> int:
+    from clio_acp.agent.recordings import RecordingFormatError as FormatError
+    from clio_acp.eval.pma import compare_pma, format_comparison
+
+    settings = _load_settings()
+    memory = settings.context.memory
+    router = _router(settings)
+    factory = None
+    if router is not None and router.memory_route is not None:
+        client = RouterMemoryClient(router)
+        factory = lambda _settings: client  # noqa: E731 - one client for the whole run
+    try:
+        comparison = await compare_pma(args.compare_pma, lambda: memory, client_factory=factory)
+    except (OSError, FormatError) as exc:
+        print(f"clio-acp replay: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if router is not None:
+            await router.aclose()
+    if args.json:
+        print(json.dumps(comparison.to_dict(), ensure_ascii=False))
+    else:
+        print(format_comparison(comparison))
+    return 0
+
+
+def _write_html(out: Path, items: list[tuple[Path, str, list[ReplayReport]]]) -> bool:
+    """Render the HTML report for the replayed files into ``out``; False on failure."""
+    from clio_acp.agent.recordings import load_recordings
+    from clio_acp.eval.replay_html import render_html
+
+    pairs = []
+    for path, fmt, reports in items:
+        try:
+            by_name = {r.name: r for r in load_recordings(path, fmt)}
+        except (OSError, RecordingFormatError):
+            by_name = {}
+        pairs += [(report, by_name.get(report.instance)) for report in reports]
+    try:
+        out.write_text(render_html(pairs), encoding="utf-8")
+    except OSError as exc:
+        print(f"clio-acp replay: cannot write {out}: {exc}", file=sys.stderr)
+        return False
+    print(f"clio-acp replay: HTML report written to {out}", file=sys.stderr)
+    return True
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -111,6 +181,7 @@ async def _run(args: argparse.Namespace) -> int:
         client = RouterMemoryClient(router)
         factory = lambda _settings: client  # noqa: E731 - one client for the whole run
     failed = 0
+    html_items: list[tuple[Path, str, list[ReplayReport]]] = []
     totals = {"files": 0, "toolCalls": 0, "failures": 0, "informative": 0, "reminders": 0}
     try:
         for path in args.files:
@@ -131,6 +202,8 @@ async def _run(args: argparse.Namespace) -> int:
                 failed += 1
                 continue
             totals["files"] += 1
+            if args.html is not None:
+                html_items.append((path, args.format, reports))
             for report in reports:
                 for key in ("toolCalls", "failures", "informative", "reminders"):
                     totals[key] += report.summary[key]
@@ -147,4 +220,6 @@ async def _run(args: argparse.Namespace) -> int:
             f"{totals['failures']} failures, {totals['informative']} informative exits, "
             f"{totals['reminders']} reminders"
         )
+    if args.html is not None and not await asyncio.to_thread(_write_html, args.html, html_items):
+        failed += 1
     return 1 if failed else 0

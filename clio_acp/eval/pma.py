@@ -1,0 +1,194 @@
+"""Agreement between our memory tiers and the paper's memory agent on the pma-tb2
+trajectories (``clio-acp replay --compare-pma DIR``, issue 10 item 2).
+
+Owns :func:`compare_pma`: for every ``trajectory_memory.steps.jsonl`` under DIR with
+its ``trajectory_agent.steps.jsonl`` beside it, replay the agent run through our
+middleware (``clio_acp.agent.replay``), map each memory effect to the agent step whose
+tool call it fired at (the model sees it at the next step), and compare with the
+steps after which the paper's memory agent injected a reminder (memory step *i*
+follows agent step *i*; ``Recording.yardstick``). A paper injection at step *i*
+agrees when we fired at agent step *i* or *i − 1* ("same agent step or the one
+before"). Reported as counts and percentages both ways. Reads files only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clio_acp.agent.recordings import Recording, load_recordings
+from clio_acp.agent.replay import ReplayReport, replay_recording
+from clio_acp.settings import MemorySettings
+
+__all__ = ["PmaComparison", "PmaRun", "compare_pma", "format_comparison"]
+
+MEMORY_LOG = "trajectory_memory.steps.jsonl"
+AGENT_LOG = "trajectory_agent.steps.jsonl"
+
+
+@dataclass
+class PmaRun:
+    """One task's comparison. Step numbers are the agent steps of the pma log."""
+
+    task: str
+    agent_steps: int
+    tool_calls: int
+    paper_steps: list[int]
+    our_steps: list[int]
+    paper_matched: int
+    ours_matched: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "agentSteps": self.agent_steps,
+            "toolCalls": self.tool_calls,
+            "paperInjections": len(self.paper_steps),
+            "paperSteps": self.paper_steps,
+            "ourFirings": len(self.our_steps),
+            "ourSteps": self.our_steps,
+            "paperMatched": self.paper_matched,
+            "oursMatched": self.ours_matched,
+            "agreementPct": _pct(self.paper_matched, len(self.paper_steps)),
+            "precisionPct": _pct(self.ours_matched, len(self.our_steps)),
+        }
+
+
+@dataclass
+class PmaComparison:
+    runs: list[PmaRun] = field(default_factory=list)
+    tiers: list[str] = field(default_factory=lambda: ["rules"])
+
+    def totals(self) -> dict[str, Any]:
+        paper = sum(len(r.paper_steps) for r in self.runs)
+        ours = sum(len(r.our_steps) for r in self.runs)
+        pm = sum(r.paper_matched for r in self.runs)
+        om = sum(r.ours_matched for r in self.runs)
+        return {
+            "tasks": len(self.runs),
+            "paperInjections": paper,
+            "ourFirings": ours,
+            "paperMatched": pm,
+            "oursMatched": om,
+            "agreementPct": _pct(pm, paper),
+            "precisionPct": _pct(om, ours),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tiers": self.tiers,
+            "rule": "a paper injection after agent step i agrees with ours at step i or i-1",
+            "runs": [r.to_dict() for r in self.runs],
+            "total": self.totals(),
+        }
+
+
+def _pct(num: int, den: int) -> float:
+    return round(100.0 * num / den, 1) if den else 0.0
+
+
+def _agent_step_numbers(path: Path) -> list[int]:
+    """The ``step`` of every non-user row, in file order (one replay turn each,
+    matching ``clio_acp.agent.recordings`` pma loading)."""
+    steps = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if row.get("role") == "user":
+                continue
+            steps.append(int(row.get("step", len(steps) + 1)))
+    return steps
+
+
+def firing_steps(recording: Recording, report: ReplayReport, step_numbers: list[int]) -> list[int]:
+    """Agent steps at which our memory spoke (sorted, unique). An effect with tool-call
+    step *k* belongs to the agent step that ran call *k*; step 0 (before any call)
+    to the step before the first agent step."""
+    call_step: dict[int, int] = {}
+    for turn, number in zip(recording.turns, step_numbers, strict=False):
+        for call in turn.calls:
+            call_step[call.index] = number
+    first = (step_numbers[0] - 1) if step_numbers else 0
+    return sorted({call_step.get(r.step, first) if r.step else first for r in report.reminders})
+
+
+def agreement(paper: list[int], ours: list[int]) -> tuple[int, int]:
+    """(paper injections matched by one of ours at the same step or the one before,
+    our firings matched by a paper injection at the same step or the one after)."""
+    mine = set(ours)
+    theirs = set(paper)
+    paper_matched = sum(1 for i in paper if i in mine or (i - 1) in mine)
+    ours_matched = sum(1 for s in ours if s in theirs or (s + 1) in theirs)
+    return paper_matched, ours_matched
+
+
+def find_runs(folder: Path) -> list[Path]:
+    """Agent logs under ``folder`` that have the paper's memory log beside them."""
+    if folder.is_file():
+        folder = folder.parent
+    return sorted(
+        p.parent / AGENT_LOG for p in folder.rglob(MEMORY_LOG) if (p.parent / AGENT_LOG).is_file()
+    )
+
+
+async def compare_pma(
+    folder: Path,
+    settings: MemorySettings | Callable[[], MemorySettings] | None = None,
+    *,
+    client_factory: Callable[[MemorySettings], Any] | None = None,
+) -> PmaComparison:
+    """Compare every run under ``folder``. Raises ``FileNotFoundError`` when there is
+    none, ``RecordingFormatError`` for a malformed log."""
+    agent_logs = await asyncio.to_thread(find_runs, folder)
+    if not agent_logs:
+        raise FileNotFoundError(f"{folder}: no {MEMORY_LOG} with {AGENT_LOG} beside it")
+    result = PmaComparison(tiers=["rules", "llm"] if client_factory else ["rules"])
+    for path in agent_logs:
+        recordings = await asyncio.to_thread(load_recordings, path, "pma")
+        numbers = await asyncio.to_thread(_agent_step_numbers, path)
+        for recording in recordings:
+            report = await replay_recording(recording, settings, client_factory=client_factory)
+            paper = sorted(set((recording.yardstick or {}).get("injected_after_steps") or []))
+            ours = firing_steps(recording, report, numbers)
+            pm, om = agreement(paper, ours)
+            result.runs.append(
+                PmaRun(
+                    task=recording.name,
+                    agent_steps=len(numbers),
+                    tool_calls=report.tool_calls,
+                    paper_steps=paper,
+                    our_steps=ours,
+                    paper_matched=pm,
+                    ours_matched=om,
+                )
+            )
+    return result
+
+
+def format_comparison(comparison: PmaComparison) -> str:
+    """The readable table."""
+    lines = [
+        f"tiers: {'+'.join(comparison.tiers)}; a paper injection after agent step i agrees "
+        "with ours at step i or i-1",
+        f"{'task':<44} {'steps':>5} {'paper':>5} {'ours':>5} {'agree':>9} {'precision':>10}",
+    ]
+    for r in comparison.runs:
+        d = r.to_dict()
+        lines.append(
+            f"{r.task[:44]:<44} {r.agent_steps:>5} {len(r.paper_steps):>5} {len(r.our_steps):>5} "
+            f"{r.paper_matched:>3} {d['agreementPct']:>4.1f}% {r.ours_matched:>3} {d['precisionPct']:>5.1f}%"
+        )
+        lines.append(f"{'':<4}paper after steps {r.paper_steps}; ours at {r.our_steps}")
+    t = comparison.totals()
+    lines.append(
+        f"TOTAL: {t['tasks']} runs, paper {t['paperInjections']} injections, ours "
+        f"{t['ourFirings']} firings; agreement {t['paperMatched']}/{t['paperInjections']} "
+        f"({t['agreementPct']}%), precision {t['oursMatched']}/{t['ourFirings']} ({t['precisionPct']}%)"
+    )
+    return "\n".join(lines)

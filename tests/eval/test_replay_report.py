@@ -1,0 +1,104 @@
+"""``clio-acp replay --html`` (self-contained page with the timeline and each reminder)
+and ``--compare-pma`` (agreement with the paper's memory agent) on the real recorded
+trajectories in ``../shared/trajectories`` (issue 10 item 2)."""
+
+from __future__ import annotations
+
+import html
+import json
+
+import pytest
+
+from clio_acp.eval.pma import agreement
+from tests.conftest import SHARED
+
+TRAJ = SHARED / "trajectories"
+BLIND_RETRY = TRAJ / "mini-swe-agent-gemini3-swebv" / "django__django-16263.traj.json"
+PMA = TRAJ / "pma-tb2"
+REGEX_LOG = PMA / "regex-log" / "memory-v3-opus" / "trajectory_agent.steps.jsonl"
+
+pytestmark = pytest.mark.skipif(not PMA.is_dir(), reason="shared trajectories not present")
+
+
+def test_html_report_is_self_contained_and_marks_every_reminder_step(run_cli, tmp_path):
+    out = tmp_path / "report.html"
+    proc = run_cli("replay", "--json", "--html", str(out), str(BLIND_RETRY), str(REGEX_LOG))
+    assert proc.returncode == 0, proc.stderr
+    reports = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    lowered = page.lower()
+    for external in ("<script", "<link", " src=", "@import", "url("):
+        assert external not in lowered, external
+    blind = reports[0]
+    assert blind["reminders"], "the blind retry must produce a reminder to show"
+    for reminder in blind["reminders"]:
+        row = (
+            f'<tr class="mem"><td class="num">{reminder["step"]}</td><td colspan="2">'
+            f'<span class="badge b-{reminder["channel"]}">'
+        )
+        assert row in page
+        assert html.escape(reminder["text"], quote=True) in page
+        for cited in reminder["cited"]:
+            assert cited in page
+    for step in blind["failureSteps"]:
+        assert f'<tr class="fail" id="step-{step}">' in page
+    # Every tool call of both recordings has its timeline row, and the final bank is shown.
+    total_calls = sum(r["summary"]["toolCalls"] for r in reports)
+    assert page.count('id="step-') == total_calls
+    for entry in blind["bank"]["knowledge"] + blind["bank"]["procedural"]:
+        assert html.escape(entry["content"], quote=True) in page
+    # The pma run carries the paper's injections as a yardstick.
+    assert "paper memory agent" in page
+
+
+def test_agreement_counts_same_step_or_the_one_before():
+    # paper 3 matches ours 2 (one before), 5 matches 5, 9 has nothing at 8 or 9.
+    assert agreement([3, 5, 9], [2, 5, 7]) == (2, 2)
+    assert agreement([], [1]) == (0, 0)
+    assert agreement([4], []) == (0, 0)
+    assert agreement([4], [5]) == (0, 0)  # firing after the paper's step does not count
+
+
+def _paper_injections(memory_log) -> list[int]:
+    steps = []
+    for line in memory_log.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            if row.get("injected_reminder"):
+                steps.append(int(row["step"]))
+    return steps
+
+
+def test_compare_pma_on_the_real_pma_tb2_runs(run_cli):
+    proc = run_cli("replay", "--compare-pma", str(PMA), "--json", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["tiers"] == ["rules"]
+    logs = sorted(PMA.glob("*/memory-v3-opus/trajectory_memory.steps.jsonl"))
+    assert len(data["runs"]) == len(logs) == 5
+    for run, log in zip(data["runs"], logs, strict=True):
+        assert run["task"] == f"{log.parent.parent.name}/memory-v3-opus"
+        paper = _paper_injections(log)
+        assert run["paperSteps"] == paper and run["paperInjections"] == len(paper)
+        ours = set(run["ourSteps"])
+        matched = sum(1 for i in paper if i in ours or i - 1 in ours)
+        assert run["paperMatched"] == matched
+        expected = round(100 * matched / len(paper), 1) if paper else 0.0
+        assert run["agreementPct"] == expected
+        assert all(1 <= s <= run["agentSteps"] + 1 for s in run["ourSteps"])
+    total = data["total"]
+    assert total["paperInjections"] == sum(len(_paper_injections(p)) for p in logs)
+    assert total["paperMatched"] == sum(r["paperMatched"] for r in data["runs"])
+    assert total["ourFirings"] == sum(r["ourFirings"] for r in data["runs"])
+    assert total["agreementPct"] == round(100 * total["paperMatched"] / total["paperInjections"], 1)
+
+
+def test_compare_pma_text_report_and_errors(run_cli, tmp_path):
+    proc = run_cli("replay", "--compare-pma", str(PMA / "hf-model-inference"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1].startswith("TOTAL: 1 runs, paper 1 injections")
+    empty = run_cli("replay", "--compare-pma", str(tmp_path))
+    assert empty.returncode == 1 and "trajectory_memory.steps.jsonl" in empty.stderr
+    nothing = run_cli("replay")
+    assert nothing.returncode == 2 and "--compare-pma" in nothing.stderr
