@@ -157,15 +157,21 @@ class SettingsTarget:
     """A target from the user's settings (``--target ID``, live model)."""
 
     def __init__(self, settings: Settings, target_id: str, model: str | None = None) -> None:
+        from clio_acp.models.routing import EMBEDDED_TARGET_ID, embedded_target
+
         ids = [t.id for t in settings.targets]
-        if target_id not in ids:
+        if target_id not in ids and target_id != EMBEDDED_TARGET_ID:
             raise EvalError(
                 f"unknown target {target_id!r} (configured: {', '.join(ids) or 'none'})"
             )
         if not model and settings.chat.target == target_id:
             model = settings.chat.model
         if not model:
-            model = settings.targets[ids.index(target_id)].default_model
+            model = (
+                settings.targets[ids.index(target_id)].default_model
+                if target_id in ids
+                else embedded_target().default_model  # the implicit local model
+            )
         self.base = settings
         self.target = check_target({"id": target_id, "model": model or ""})
 
@@ -175,6 +181,17 @@ class SettingsTarget:
 
     async def prepare(self, task: EvalTask) -> None:
         return None
+
+    def prepare_paths(self, paths: Paths) -> None:
+        """Let a trial's private data root see the installed embedded model (read
+        only use; records, journal and telemetry stay private to the trial)."""
+        from clio_acp.paths import resolve_paths
+
+        installed = resolve_paths().data / "local-model"
+        if installed.is_dir():
+            paths.data.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                (paths.data / "local-model").symlink_to(installed, target_is_directory=True)
 
     def set_turn(self, turn: int) -> None:
         return None
@@ -298,6 +315,8 @@ class SessionRunner:
             data=root / "data", state=root / "state", config=root / "config", cache=root / "cache"
         )
         settings = self.target.settings_for(variant, task)
+        if hasattr(self.target, "prepare_paths"):
+            await asyncio.to_thread(self.target.prepare_paths, paths)
         await self.target.prepare(task)
         manager = SessionManager(paths=paths, settings=lambda: settings)
         usage = _Usage()
