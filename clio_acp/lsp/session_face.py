@@ -145,11 +145,18 @@ class SessionFace:
     # -- session changes ----------------------------------------------------------------
 
     async def change_session(self, open_session: Callable[[Any], Awaitable[Any]]) -> Any:
-        """Leave the current session, then bind the one ``open_session(manager)`` returns."""
+        """Bind the session ``open_session(manager)`` returns, leaving the current one.
+
+        The new session is opened first, so a failure (unknown id, bad folder) raises
+        and changes nothing; reopening the current session is no change. Otherwise the
+        old session's turn is stopped, it is closed and its diagnostics are cleared
+        before the new one is bound (ARCHITECTURE.md invariant 1)."""
         async with self._lock:
             manager = self._ensure_manager()
-            await self._leave_locked()
             session = await open_session(manager)
+            if self.session is not None and session is self.session:
+                return session
+            await self._leave_locked()
             self._bind(session)
         await self.refresh_proposals()
         return session

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from clio_acp.memory.bank import TaskMemoryBank
@@ -161,3 +162,15 @@ async def test_a_session_change_cancels_the_running_turn(client: LanguageClient,
     assert result["stopReason"] == "cancelled"
     assert result["sessionId"] != created["sessionId"]
     assert updates_of(client, "turn_ended")[-1]["stopReason"] == "cancelled"
+
+
+async def test_loading_an_unknown_session_fails_clearly_and_keeps_the_current_one(
+    client: LanguageClient, workspace: Path
+):
+    first = await _seeded_session(client, workspace)
+    with pytest.raises(JsonRpcException) as caught:
+        await execute(client, "clio.session.load", "sess_does_not_exist")
+    assert caught.value.code == types.LSPErrorCodes.RequestFailed.value
+    assert "sess_does_not_exist" in caught.value.message
+    shown = await execute(client, "clio.memory.show")
+    assert shown["sessionId"] == first and len(_knowledge(shown)) == 1
