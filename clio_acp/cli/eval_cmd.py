@@ -57,6 +57,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ab.add_argument(
         "--keep", type=Path, metavar="DIR", help="keep each trial's workspace and roots here"
     )
+    ab.add_argument(
+        "--trial-timeout",
+        type=float,
+        metavar="S",
+        help="seconds per trial before it counts as failed (default: none)",
+    )
     ab.add_argument("--json", action="store_true", help="print the report as one JSON object")
     ab.set_defaults(func=run)
     parser.set_defaults(func=lambda _args: (parser.print_help(sys.stderr), 2)[1])
@@ -106,7 +112,10 @@ async def _run(args: argparse.Namespace, variants: list[str]) -> dict:
 
     try:
         trials = await run_matrix(
-            tasks, SessionRunner(target, keep=args.keep), variants=variants, on_trial=progress
+            tasks,
+            SessionRunner(target, keep=args.keep, trial_timeout_s=args.trial_timeout),
+            variants=variants,
+            on_trial=progress,
         )
     finally:
         await target.aclose()

@@ -294,9 +294,12 @@ class SessionRunner:
     with its own temporary roots and workspace, removed afterwards (``keep`` keeps
     them under ``keep`` for inspection)."""
 
-    def __init__(self, target: Any, *, keep: Path | None = None) -> None:
+    def __init__(
+        self, target: Any, *, keep: Path | None = None, trial_timeout_s: float | None = None
+    ) -> None:
         self.target = target
         self.keep = keep
+        self.trial_timeout_s = trial_timeout_s
 
     async def __call__(self, task: EvalTask, variant: str) -> RunnerOutput:
         if self.keep is not None:
@@ -324,16 +327,25 @@ class SessionRunner:
             session = await manager.new_session(workspace, mode="bypass")
             session.subscribe(usage)
             started = time.perf_counter()
-            turn = 0
-            for step in task.turns:
-                if step.compact:
-                    await session.compact()
-                    continue
-                self.target.set_turn(turn)
-                await session.prompt(step.prompt or "")
-                turn += 1
-                if usage.error is not None:  # a model failure: the trial failed, say why
-                    raise RuntimeError(usage.error)
+
+            async def turns() -> None:
+                turn = 0
+                for step in task.turns:
+                    if step.compact:
+                        await session.compact()
+                        continue
+                    self.target.set_turn(turn)
+                    await session.prompt(step.prompt or "")
+                    turn += 1
+                    if usage.error is not None:  # a model failure: the trial failed, say why
+                        raise RuntimeError(usage.error)
+
+            try:
+                await asyncio.wait_for(turns(), self.trial_timeout_s)
+            except TimeoutError:
+                raise RuntimeError(
+                    f"trial timed out after {self.trial_timeout_s:g} s (--trial-timeout)"
+                ) from None
             latency_ms = (time.perf_counter() - started) * 1000
             middleware = getattr(getattr(session, "memory", None), "middleware", None)
             if middleware is not None and hasattr(middleware, "wait_idle"):

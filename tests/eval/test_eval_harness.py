@@ -277,3 +277,29 @@ def test_task_file_paths_must_stay_inside_the_workspace(tmp_path):
     )
     with pytest.raises(TaskError, match="relative inside the workspace"):
         load_tasks(tmp_path)
+
+
+async def test_a_trial_over_its_time_budget_is_a_failed_trial_and_the_matrix_continues(tmp_path):
+    from clio_acp.eval.harness import ScriptedTarget, SessionRunner
+    from clio_acp.models.scripted import Reply
+
+    class SlowTarget(ScriptedTarget):
+        async def prepare(self, task):
+            await super().prepare(task)
+            inner = self.agent
+            # The first task's model never answers in time; the others answer normally.
+            self.server.responder = (
+                (lambda body: Reply(text="late", delay=5.0))
+                if task.id == "repeat-failure-recovery"
+                else inner
+            )
+
+    target = SlowTarget()
+    try:
+        runner = SessionRunner(target, trial_timeout_s=0.5)
+        trials = await run_matrix(_tasks(), runner, variants=["baseline"])
+    finally:
+        await target.aclose()
+    assert [t.task_id for t in trials] == list(DEFAULT_TASK_IDS)
+    assert trials[0].error and "timed out" in trials[0].error and not trials[0].passed
+    assert trials[2].passed and trials[2].error is None  # healthy task still ran
