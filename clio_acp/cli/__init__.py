@@ -8,48 +8,59 @@ adds its parser(s) and sets ``func`` (``(args) -> int`` exit code). Exit codes: 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 
 from clio_acp import __version__
-from clio_acp.cli import (
-    acp_cmd,
-    doctor_cmd,
-    eval_cmd,
-    local_cmd,
-    lsp_cmd,
-    memory_cmd,
-    paths_cmd,
-    replay_cmd,
-    session_cmd,
-    settings_cmd,
-    targets_cmd,
-    usage_cmd,
-)
 
-# One line per command module; keep alphabetical to make merges trivial.
-_COMMAND_MODULES = [
-    acp_cmd,
-    doctor_cmd,
-    eval_cmd,
-    local_cmd,
-    lsp_cmd,
-    memory_cmd,
-    paths_cmd,
-    replay_cmd,
-    session_cmd,
-    settings_cmd,
-    targets_cmd,
-    usage_cmd,
-]
+# Command name -> the module that registers it. Modules are imported only for the
+# command being run (the whole set only for help or an unknown command): importing
+# every command pulled the agent, models and memory layers into `clio-acp acp`'s
+# cold start. One line per command; keep alphabetical to make merges trivial.
+_COMMANDS = {
+    "acp": "acp_cmd",
+    "doctor": "doctor_cmd",
+    "eval": "eval_cmd",
+    "events": "session_cmd",
+    "local": "local_cmd",
+    "lsp": "lsp_cmd",
+    "memory": "memory_cmd",
+    "models": "targets_cmd",
+    "paths": "paths_cmd",
+    "replay": "replay_cmd",
+    "run": "session_cmd",
+    "sessions": "session_cmd",
+    "settings": "settings_cmd",
+    "targets": "targets_cmd",
+    "usage": "usage_cmd",
+}
+
+
+def _requested_command(argv: list[str]) -> str | None:
+    """The command word in ``argv`` (skipping global options and their values)."""
+    skip_next = False
+    for token in argv:
+        if skip_next:
+            skip_next = False
+        elif token == "--log-level":
+            skip_next = True
+        elif not token.startswith("-"):
+            return token
+    return None
+
+
+def _command_modules(command: str | None) -> list:
+    names = [_COMMANDS[command]] if command in _COMMANDS else sorted(set(_COMMANDS.values()))
+    return [importlib.import_module(f"clio_acp.cli.{name}") for name in names]
 
 
 class CliError(Exception):
     """A runtime failure a command reports on stderr with exit code 1."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``clio-acp`` parser."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``clio-acp`` parser: every command, or only ``command``'s module when given."""
     parser = argparse.ArgumentParser(
         prog="clio-acp",
         description="Coding-agent backend for editors (ACP and LSP) with proactive task memory.",
@@ -59,14 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level", default="WARNING", help="stderr log level (DEBUG, INFO, WARNING, ERROR)"
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in _COMMAND_MODULES:
+    for module in _command_modules(command):
         module.register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(_requested_command(argv))
     args = parser.parse_args(argv)
     logging.basicConfig(
         stream=sys.stderr,
