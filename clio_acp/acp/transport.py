@@ -36,6 +36,7 @@ import contextlib
 import json
 import logging
 import os
+import selectors
 import stat
 import sys
 import threading
@@ -95,8 +96,24 @@ def protect_stdio() -> ProtocolFds:
 
 
 def _is_pollable(fd: int) -> bool:
+    """Whether the event loop's selector accepts ``fd``.
+
+    The mode check alone is not enough: ``/dev/null`` is a character device, yet
+    epoll refuses it with ``EPERM``, and asyncio only registers a read pipe in a
+    deferred callback, so the refusal would surface as a logged traceback and a
+    reader that never sees end of input. Probe a throwaway selector instead.
+    """
     mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        return False
+    probe = selectors.DefaultSelector()
+    try:
+        probe.register(fd, selectors.EVENT_READ | selectors.EVENT_WRITE)
+    except (OSError, ValueError):
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 class _FlowControl(asyncio.Protocol):
