@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -100,10 +99,10 @@ async def _run(args: argparse.Namespace, variants: list[str]) -> dict:
     if args.scripted:
         target = ScriptedTarget()
     else:
-        from clio_acp.paths import resolve_paths
-        from clio_acp.settings import load_settings
+        from clio_acp.cli.settings_cmd import load_for_cli
 
-        settings = load_settings(resolve_paths().settings_file, env=os.environ)
+        _paths, store = load_for_cli()
+        settings = store()
         target = SettingsTarget(settings, args.target, args.model)
 
     def progress(trial) -> None:

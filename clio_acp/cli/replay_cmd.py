@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from clio_acp.agent.memory_bridge import RouterMemoryClient
 from clio_acp.agent.recordings import FORMATS, RecordingFormatError
 from clio_acp.agent.replay import ReplayReport, replay_file
 from clio_acp.paths import resolve_paths
-from clio_acp.settings import Settings, load_settings
+from clio_acp.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -70,12 +69,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _load_settings() -> Settings:
-    try:
-        return load_settings(resolve_paths().settings_file, env=os.environ)
-    except Exception as exc:
-        log.warning("settings could not be loaded (%s); using defaults", exc)
-        print(f"clio-acp replay: settings not loaded ({exc}); using defaults", file=sys.stderr)
-        return Settings()
+    from clio_acp.cli.settings_cmd import load_for_cli
+
+    _paths, store = load_for_cli()
+    return store()
 
 
 def _router(settings: Settings):

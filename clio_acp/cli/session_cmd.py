@@ -129,13 +129,9 @@ class _Printer:
 
 
 def _settings_store():
-    from clio_acp.settings import SettingsStore
+    from clio_acp.cli.settings_cmd import load_for_cli
 
-    paths = resolve_paths()
-    store = SettingsStore(paths.settings_file)
-    if store.error is not None:
-        print(f"clio-acp: settings: {store.error}", file=sys.stderr)
-    return paths, store
+    return load_for_cli()
 
 
 async def _run_async(args: argparse.Namespace) -> int:

@@ -1,25 +1,70 @@
-"""``clio-acp settings show|path``: the effective settings and where they come from."""
+"""``clio-acp settings show|path``: the effective settings and where they come from.
+
+Also owns :func:`load_for_cli`, the one settings loader of the one-shot commands
+(``run``, ``targets``, ``models``, ``replay``, ``eval``, ``doctor``): an unusable
+settings file stops them with exit code 2 before they do anything. The long-running
+servers (``acp``, ``lsp``) do not use it; they keep the previous good settings.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 
 import yaml
 
 from clio_acp.paths import Paths, resolve_paths
-from clio_acp.settings import SettingsStore, settings_path
+from clio_acp.settings import (
+    SETTINGS_FILE_ENV,
+    SettingsError,
+    SettingsStore,
+    load_settings,
+    settings_path,
+)
+
+SETTINGS_USAGE_EXIT = 2
+"""Exit code of a one-shot command whose settings cannot be used (like a usage error)."""
 
 
-def load_for_cli(*, quiet: bool = False) -> tuple[Paths, SettingsStore]:
-    """Paths and the settings store every command uses; a settings problem is
-    reported on stderr and the defaults (or previous layers) stay in force."""
+def load_for_cli(*, quiet: bool = False, strict: bool = True) -> tuple[Paths, SettingsStore]:
+    """Paths and the settings store of a one-shot command.
+
+    With ``strict`` (the default) a settings file that cannot be used -- invalid YAML
+    or values, unreadable, or a ``$CLIO_ACP_SETTINGS`` naming a missing file -- prints
+    the ``SettingsError`` (file, line, key) on stderr and raises ``SystemExit(2)``:
+    a one-shot command must not run on defaults the user did not ask for. Without
+    ``strict`` the problem is reported (unless ``quiet``) and the defaults stay.
+    """
     paths = resolve_paths()
-    store = SettingsStore(settings_path(paths.config))
+    path = settings_path(paths.config)
+    if strict:
+        problem = settings_problem(path)
+        if problem is not None:
+            print(f"clio-acp: invalid settings: {problem}", file=sys.stderr)
+            raise SystemExit(SETTINGS_USAGE_EXIT)
+    store = SettingsStore(path)
     if store.error is not None and not quiet:
         print(f"clio-acp: settings not applied: {store.error}", file=sys.stderr)
     return paths, store
+
+
+def settings_problem(path: Path, env: Mapping[str, str] | None = None) -> SettingsError | None:
+    """Why the settings at ``path`` (plus the environment ``env``, default
+    ``os.environ``) cannot be used, or None when they load."""
+    env = os.environ if env is None else env
+    if env.get(SETTINGS_FILE_ENV) and not path.exists():
+        return SettingsError(str(path), f"file named by ${SETTINGS_FILE_ENV} does not exist")
+    try:
+        load_settings(path, env=env)
+    except SettingsError as exc:
+        return exc
+    except OSError as exc:
+        return SettingsError(str(path), f"cannot read: {exc}")
+    return None
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -39,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    _paths, store = load_for_cli(quiet=True)
+    _paths, store = load_for_cli(quiet=True, strict=False)
     data = store().model_dump(by_alias=True, mode="json")
     if args.json:
         print(
