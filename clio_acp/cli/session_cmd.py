@@ -134,6 +134,15 @@ def _settings_store():
     return load_for_cli()
 
 
+def _known_targets(settings, paths) -> list[str]:
+    """Target ids the router would know for ``settings`` (configured plus embedded)."""
+    from clio_acp.models.local import local_status
+    from clio_acp.models.routing import resolve_routes
+
+    table = resolve_routes(settings, embedded_installed=local_status(paths).installed)
+    return list(table.targets)
+
+
 async def _run_async(args: argparse.Namespace) -> int:
     from clio_acp.agent.model_port import resolve_chat_model
     from clio_acp.session.manager import SessionManager, SessionNotFound
@@ -147,6 +156,12 @@ async def _run_async(args: argparse.Namespace) -> int:
     if not workspace.is_dir():
         print(f"clio-acp run: workspace is not a folder: {workspace}", file=sys.stderr)
         return EXIT_USAGE
+    if args.target is not None:
+        known = _known_targets(store(), paths)
+        if args.target not in known:
+            listed = ", ".join(known) or "none"
+            print(f"clio-acp run: no target {args.target!r} (known: {listed})", file=sys.stderr)
+            return EXIT_USAGE
     manager = SessionManager(
         paths=paths,
         settings=store,
