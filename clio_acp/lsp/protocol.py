@@ -265,6 +265,20 @@ class ClioLanguageServerProtocol(LanguageServerProtocol):
             error = sanitize_error(error)
         super()._send_response(msg_id, result, error)
 
+    def _send_handler_result(self, future: Future[Any], *, msg_id: MsgId) -> None:
+        # pygls 2.1.1 logs every JsonRpcException a handler raises with a full traceback
+        # at ERROR and reports it as a server error. Those are answers to client
+        # mistakes (unknown command, bad arguments, unknown session): one warning line
+        # and the error reply. Anything else keeps pygls' internal-error path.
+        if not future.cancelled() and isinstance(future.exception(), JsonRpcException):
+            self._request_futures.pop(msg_id, None)
+            exc = future.exception()
+            assert isinstance(exc, JsonRpcException)
+            logger.warning("Request %s failed: %s", msg_id, exc.message)
+            self._send_response(msg_id, error=exc.to_response_error())
+            return
+        super()._send_handler_result(future, msg_id=msg_id)
+
     def _send_error(self, msg_id: MsgId, code: int, message: str) -> None:
         self._send_response(msg_id, error=types.ResponseError(code=code, message=message))
 

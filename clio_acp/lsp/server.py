@@ -266,6 +266,10 @@ async def _core(call: Any) -> Any:
     except (JsonRpcException, asyncio.CancelledError):
         raise
     except KeyError as exc:
+        # A KeyError subclass with its own message (``SessionNotFound``: "session not
+        # found: <id>") keeps it; a bare KeyError carries just the missing key.
+        if type(exc).__str__ is not KeyError.__str__:
+            raise FaceError(str(exc)) from None
         raise FaceError(str(exc.args[0]) if exc.args else "not found") from None
     except Exception as exc:
         logger.exception("Core call failed")

@@ -71,3 +71,31 @@ async def test_command_that_needs_a_session_says_so_when_there_is_none(client: L
         )
     assert caught.value.code == REQUEST_FAILED
     assert "no live session" in caught.value.message
+
+
+async def test_loading_an_unknown_session_says_session_not_found(client: LanguageClient, capfd):
+    with pytest.raises(JsonRpcException) as caught:
+        await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="clio.session.load", arguments=["sess-nope"])
+        )
+    assert caught.value.message == "session not found: sess-nope"
+    # The server goes on, and logged no traceback for a client mistake.
+    assert "sessionId" in await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="clio.usage", arguments=[])
+    )
+    err = capfd.readouterr().err
+    assert "Traceback" not in err
+
+
+async def test_unknown_command_is_a_clear_error(client: LanguageClient, capfd):
+    with pytest.raises(JsonRpcException) as caught:
+        await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="clio.nope", arguments=[])
+        )
+    assert "unknown command" in caught.value.message.lower()
+    assert "clio.nope" in caught.value.message
+    assert "sessionId" in await client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="clio.usage", arguments=[])
+    )
+    err = capfd.readouterr().err
+    assert "Traceback" not in err
