@@ -108,7 +108,7 @@ async def run_matrix(
             except (EvalError, asyncio.CancelledError):
                 raise
             except Exception as exc:
-                log.warning("trial %s/%s failed", variant, task.id, exc_info=True)
+                log.info("trial %s/%s failed", variant, task.id, exc_info=True)
                 trial = TrialResult(variant, task.id, False, error=f"{type(exc).__name__}: {exc}")
             else:
                 if variant == "baseline" and out.rows:
