@@ -59,6 +59,10 @@ class CliError(Exception):
     """A runtime failure a command reports on stderr with exit code 1."""
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+"""Accepted ``--log-level`` values (case-insensitive; Python ``logging`` level names)."""
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``clio-acp`` parser: every command, or only ``command``'s module when given."""
     parser = argparse.ArgumentParser(
@@ -67,7 +71,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"clio-acp {__version__}")
     parser.add_argument(
-        "--log-level", default="WARNING", help="stderr log level (DEBUG, INFO, WARNING, ERROR)"
+        "--log-level",
+        default="WARNING",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help="stderr log level (" + ", ".join(LOG_LEVELS) + ")",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _command_modules(command):

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from clio_acp.agent.history import ROW_TYPES
 from clio_acp.agent.permissions import PERMISSION_MODES, PermissionDecision, PermissionRequest
 from clio_acp.paths import resolve_paths
 
@@ -61,9 +62,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     events.add_argument("session", help="session id (or a unique prefix)")
     events.add_argument("--after", type=int, default=0, help="only rows with seq > N")
     events.add_argument(
-        "--type", action="append", dest="types", default=[], help="only this row type (repeatable)"
+        "--type",
+        action="append",
+        dest="types",
+        default=[],
+        choices=ROW_TYPES,
+        metavar="TYPE",
+        help="only this row type (repeatable): " + ", ".join(ROW_TYPES),
     )
-    events.add_argument("--limit", type=int, default=None, help="at most N rows")
+    events.add_argument("--limit", type=_positive_int, default=None, help="at most N rows")
     events.add_argument("--json", action="store_true", help="one JSON object per line")
     events.set_defaults(func=_events)
 
@@ -71,10 +78,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "sessions", help="list stored sessions", description="List stored sessions, newest first."
     )
     sessions.add_argument("--cwd", type=Path, default=None, help="only sessions of this workspace")
-    sessions.add_argument("--limit", type=int, default=50)
+    sessions.add_argument("--limit", type=_positive_int, default=50, help="at most N sessions")
     sessions.add_argument("--cursor", default=None, help="continue from a previous page")
     sessions.add_argument("--json", action="store_true", help="one JSON object")
     sessions.set_defaults(func=_sessions)
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (a count of rows or sessions)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 # --------------------------------------------------------------------------- run
@@ -244,6 +262,9 @@ async def _open_journal():
 
 
 async def _resolve_id(journal, wanted: str) -> str | None:
+    """The session id ``wanted`` names (an id or a unique prefix), else None.
+
+    Raises ``_AmbiguousPrefix`` when the prefix matches several sessions."""
     record = await journal.get_session(wanted)
     if record is not None:
         return record.id
@@ -254,7 +275,15 @@ async def _resolve_id(journal, wanted: str) -> str | None:
         matches += [r.id for r in page if r.id.startswith(wanted)]
         if cursor is None:
             break
-    return matches[0] if len(matches) == 1 else None
+    if len(matches) > 1:
+        raise _AmbiguousPrefix(wanted, matches)
+    return matches[0] if matches else None
+
+
+class _AmbiguousPrefix(Exception):
+    def __init__(self, prefix: str, matches: list[str]) -> None:
+        super().__init__(prefix)
+        self.prefix, self.matches = prefix, matches
 
 
 def _summary(row) -> str:
@@ -298,7 +327,16 @@ async def _events_async(args: argparse.Namespace) -> int:
         print("clio-acp events: no sessions yet", file=sys.stderr)
         return EXIT_ERROR
     try:
-        session_id = await _resolve_id(journal, args.session)
+        try:
+            session_id = await _resolve_id(journal, args.session)
+        except _AmbiguousPrefix as exc:
+            shown = ", ".join(exc.matches[:10]) + (" ..." if len(exc.matches) > 10 else "")
+            print(
+                f"clio-acp events: session prefix {exc.prefix!r} is ambiguous "
+                f"({len(exc.matches)} matches): {shown}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
         if session_id is None:
             print(f"clio-acp events: session not found: {args.session}", file=sys.stderr)
             return EXIT_ERROR
