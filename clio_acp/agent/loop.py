@@ -359,6 +359,9 @@ class AgentLoop:
         messages = [{"role": "system", "content": self.system_text()}, *self.transcript.view()]
         tools = self.tool_schemas()
         message_id = new_id("msg")
+        # The reply's reasoning is its own message: ACP clients merge chunks that share
+        # a messageId, so a thought must not carry the answer's id.
+        thought_id = new_id("thought")
         state.requests += 1
 
         async def on_text(piece: str) -> None:
@@ -368,7 +371,7 @@ class AgentLoop:
 
         async def on_reasoning(piece: str) -> None:
             await self.emit(
-                ThoughtChunk(session_id=self.session_id, message_id=message_id, text=piece)
+                ThoughtChunk(session_id=self.session_id, message_id=thought_id, text=piece)
             )
 
         started = time.perf_counter()
@@ -388,6 +391,7 @@ class AgentLoop:
             history.ROW_ASSISTANT,
             {
                 "message_id": message_id,
+                "thought_id": thought_id,
                 "text": turn.text,
                 "reasoning": turn.reasoning,
                 "tool_calls": [

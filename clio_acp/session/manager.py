@@ -133,7 +133,11 @@ def replay_events(session_id: str, rows: Sequence[JournalEntry]) -> list[Session
             mid = data.get("message_id") or f"msg_{row.seq}"
             if data.get("reasoning"):
                 events.append(
-                    ThoughtChunk(session_id=session_id, message_id=mid, text=data["reasoning"])
+                    ThoughtChunk(
+                        session_id=session_id,
+                        message_id=data.get("thought_id") or f"{mid}_thought",
+                        text=data["reasoning"],
+                    )
                 )
             if data.get("text"):
                 events.append(

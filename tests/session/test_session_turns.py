@@ -6,6 +6,8 @@ import asyncio
 import json
 from pathlib import Path
 
+from clio_acp.paths import resolve_paths
+from clio_acp.session.manager import SessionManager
 from tests.support.model_server import Reply, ToolCall, usage
 
 
@@ -146,3 +148,26 @@ async def test_unusable_model_route_is_a_notice_and_the_session_goes_on(
         assert [r.type for r in session.rows()].count("prompt") == 2
     finally:
         await mgr.aclose()
+
+
+async def test_thought_and_answer_of_one_reply_have_distinct_message_ids(
+    manager, workspace, model_server, recorder, settings_getter
+):
+    model_server.push(Reply(reasoning="let me think about it", text="the answer is four"))
+    session = await manager.new_session(workspace)
+    session.subscribe(recorder)
+    assert await session.prompt("what is two and two?") == "end_turn"
+    thought_ids = {e.message_id for e in recorder.of("thought_chunk")}
+    answer_ids = {e.message_id for e in recorder.of("message_chunk")}
+    assert len(thought_ids) == 1 and len(answer_ids) == 1
+    assert thought_ids.isdisjoint(answer_ids)
+    # A loaded session replays them under the same, still distinct, ids.
+    sid = session.id
+    await manager.aclose()
+    other = SessionManager(paths=resolve_paths(), settings=settings_getter)
+    try:
+        _, events = await other.load_session(sid)
+    finally:
+        await other.aclose()
+    assert {e.message_id for e in events if e.type == "thought_chunk"} == thought_ids
+    assert {e.message_id for e in events if e.type == "message_chunk"} == answer_ids
