@@ -281,14 +281,25 @@ class LocalToolHost:
         timeout_ms: int,
         on_output: OutputCallback | None = None,
     ) -> CommandResult:
-        proc = await asyncio.create_subprocess_shell(
-            command,
-            cwd=str(cwd),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
+        spawn = asyncio.ensure_future(
+            asyncio.create_subprocess_shell(
+                command,
+                cwd=str(cwd),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
         )
+        try:
+            proc = await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            # Cancelled while asyncio was still connecting the pipes: the process group
+            # already runs. Without this, asyncio kills only the leader and then waits
+            # for the pipes, which a grandchild keeps open until it exits by itself.
+            with contextlib.suppress(BaseException):
+                await _kill_group(await spawn)
+            raise
         out: list[str] = []
         err: list[str] = []
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 from clio_acp.paths import resolve_paths
@@ -95,11 +96,28 @@ async def test_cancel_mid_stream_stops_the_turn(manager, workspace, model_server
     assert recorder.of("turn_ended")[-1].stop_reason == "cancelled"
 
 
+async def _exited(pid: int) -> None:
+    """Return once ``pid`` has exited: its pidfd turns readable on exit (a zombie
+    counts as exited). No polling interval, so a loaded machine only makes it later."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+    loop.add_reader(fd, lambda: done.done() or done.set_result(None))
+    try:
+        await done
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
 async def test_cancel_mid_command_kills_the_process_group(
     manager, workspace, model_server, recorder
 ):
     marker = workspace / "child.pid"
-    cmd = f"sh -c 'echo $$ > {marker}; sleep 30' & wait"
+    cmd = f"sh -c 'echo $$ > {marker}.tmp && mv {marker}.tmp {marker}; sleep 600' & wait"
     model_server.push(
         Reply(tool_calls=[ToolCall("run_command", json.dumps({"command": cmd}), id="r1")]),
         Reply(text="never reached"),
@@ -107,19 +125,23 @@ async def test_cancel_mid_command_kills_the_process_group(
     session = await manager.new_session(workspace, mode="bypass")
     session.subscribe(recorder)
     task = asyncio.create_task(session.prompt("run it"))
-    for _ in range(1500):
-        if marker.exists() and marker.read_text().strip():
-            break
-        await asyncio.sleep(0.02)
+    # The real condition: the grandchild announced its pid (renamed into place, so a
+    # reader never sees a half-written file). The turn must still be running then.
+    async with asyncio.timeout(120):  # hang guard only
+        while not marker.exists():
+            assert not task.done(), f"turn ended before the command ran: {task.result()!r}"
+            await asyncio.sleep(0.02)
     pid = int(marker.read_text())
+    assert _alive(pid)
     await session.cancel()
-    assert await asyncio.wait_for(task, 30) == "cancelled"
-    for _ in range(600):
-        if not _alive(pid):
-            break
-        await asyncio.sleep(0.05)
-    else:
-        raise AssertionError("grandchild still alive after cancel")
+    # The deadline guards against a hang only; each await returns as soon as its
+    # condition holds (the turn ends, the grandchild exits). A cancel that lands while
+    # asyncio is still connecting the pipes used to leave the grandchild running and
+    # the turn waiting for its pipes (sleep 600 > the guard makes that a failure).
+    async with asyncio.timeout(120):
+        assert await task == "cancelled"
+        await _exited(pid)
+    assert not _alive(pid)
     assert len(model_server.bodies) == 1
     finished = recorder.of("tool_call_finished")
     assert finished and finished[-1].status == "failed"
