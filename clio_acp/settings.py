@@ -358,6 +358,22 @@ def load_settings(
     return settings
 
 
+def open_settings(
+    config_dir: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> SettingsStore:
+    """The one way an entry point (acp, lsp, run, replay, eval, doctor, targets,
+    settings) gets its settings: the file ``settings_path(config_dir, env)``
+    (``$CLIO_ACP_SETTINGS`` wins), then the environment overlay (``ENV_OVERRIDES``,
+    ``CLIO_ACP_SETTINGS_JSON``), then ``overrides``. ``env`` defaults to
+    ``os.environ``. Never raises for bad settings: the store's ``error`` says what
+    was not applied and its settings stay the defaults (see ``SettingsStore``)."""
+    env = os.environ if env is None else env
+    return SettingsStore(settings_path(config_dir, env), env=env, overrides=overrides)
+
+
 class SettingsStore:
     """The live settings of one process: last good ``Settings``, reloaded from the file.
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from clio_acp.acp.transport import LineTransport, ProtocolFds, protect_stdio
 from clio_acp.paths import resolve_paths
-from clio_acp.settings import SettingsStore, settings_path
+from clio_acp.settings import SettingsStore, open_settings
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ async def serve(fds: ProtocolFds) -> None:
 
     transport = LineTransport(fds.read_fd, fds.write_fd)
     await transport.start()
-    settings = SettingsStore(settings_path(resolve_paths().config))
+    settings = open_settings(resolve_paths().config)
     if settings.error is not None:
         log.error("settings: %s (using defaults)", settings.error)
     watcher = asyncio.get_running_loop().create_task(_watch(settings))

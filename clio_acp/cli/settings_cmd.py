@@ -23,6 +23,7 @@ from clio_acp.settings import (
     SettingsError,
     SettingsStore,
     load_settings,
+    open_settings,
     settings_path,
 )
 
@@ -46,7 +47,7 @@ def load_for_cli(*, quiet: bool = False, strict: bool = True) -> tuple[Paths, Se
         if problem is not None:
             print(f"clio-acp: invalid settings: {problem}", file=sys.stderr)
             raise SystemExit(SETTINGS_USAGE_EXIT)
-    store = SettingsStore(path)
+    store = open_settings(paths.config)
     if store.error is not None and not quiet:
         print(f"clio-acp: settings not applied: {store.error}", file=sys.stderr)
     return paths, store

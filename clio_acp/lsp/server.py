@@ -42,7 +42,7 @@ from clio_acp.lsp.session_face import FaceError, SessionFace
 from clio_acp.memory.durable import DurableMemory
 from clio_acp.paths import Paths, resolve_paths
 from clio_acp.session.events import MemoryProposal
-from clio_acp.settings import Settings, load_settings
+from clio_acp.settings import Settings, SettingsStore, open_settings
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,7 @@ class ClioLanguageServer(LanguageServer):
         self.diagnostics = DiagnosticsStore(self._publish_diagnostics)
         self.face = SessionFace(self)
         self._settings_cache: tuple[float | None, Settings] | None = None
+        self._settings_store: SettingsStore | None = None
         self.configured = asyncio.Event()
         """Set once the initial ``workspace/configuration`` pull is done (or skipped);
         commands wait for it so the first one already sees the editor's settings."""
@@ -75,22 +76,23 @@ class ClioLanguageServer(LanguageServer):
     # -- helpers the features use ------------------------------------------------------
 
     def settings_reader(self) -> Settings:
-        """The settings file, reloaded when its mtime changes; a broken file keeps the
-        last good settings (or the defaults) and is logged."""
-        path = self.paths.settings_file
+        """The settings (``open_settings``: ``$CLIO_ACP_SETTINGS`` or the config
+        folder's file, then environment overrides), re-read when the file's mtime
+        changes; a broken file keeps the last good settings (or the defaults)."""
+        if self._settings_store is None:
+            self._settings_store = open_settings(self.paths.config)
+        store = self._settings_store
         try:
-            mtime: float | None = path.stat().st_mtime
+            mtime: float | None = store.path.stat().st_mtime
         except OSError:
             mtime = None
-        if self._settings_cache is not None and self._settings_cache[0] == mtime:
-            return self._settings_cache[1]
-        try:
-            settings = load_settings(path)
-        except Exception as exc:
-            logger.warning("Settings file is invalid, keeping the last good one: %s", exc)
-            settings = self._settings_cache[1] if self._settings_cache else Settings()
-        self._settings_cache = (mtime, settings)
-        return settings
+        if self._settings_cache is None or self._settings_cache[0] != mtime:
+            if self._settings_cache is not None:
+                store.reload()
+            if store.error is not None:
+                logger.warning("Settings are invalid, keeping the last good ones: %s", store.error)
+            self._settings_cache = (mtime, store())
+        return self._settings_cache[1]
 
     def client_supports(self, dotted: str) -> bool:
         """Whether the client declared capability ``dotted`` (snake_case path)."""
