@@ -420,7 +420,10 @@ class ClioAcpAgent:
             if value not in {v for v, _ in self._model_choices()}:
                 raise RequestError.invalid_params({"details": f"unknown model {value!r}"})
             target, _, model = value.partition("/")
-            self._override("chat", {"target": target, "model": model or None})
+            try:  # this session's route, from its next turn on (Session.set_model)
+                hosted.session.set_model(target, model or None)
+            except (RuntimeError, ValueError) as exc:
+                raise RequestError.invalid_params({"details": str(exc)}) from None
         elif config_id == CONFIG_MEMORY and self._settings is not None:
             tiers = {v for v, _ in self._memory_tiers()}
             if value not in tiers:
@@ -503,14 +506,15 @@ class ClioAcpAgent:
         models = self._model_choices()
         settings = self._file_settings()
         if models and settings is not None:
-            chat = settings.chat
-            current = f"{chat.target}/{chat.model}" if chat.model else (chat.target or "")
+            route = getattr(session, "chat_route", None)
+            target, model = route if route else (settings.chat.target, settings.chat.model)
+            current = f"{target}/{model}" if model else (target or "")
             values = {v for v, _ in models}
             options.append(
                 SessionConfigOptionSelect(
                     id=CONFIG_MODEL,
                     name="Model",
-                    description="Chat model; a change applies to sessions started afterwards",
+                    description="Chat model of this session; a change applies from the next turn",
                     category="model",
                     type="select",
                     current_value=current if current in values else models[0][0],

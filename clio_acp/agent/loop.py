@@ -189,6 +189,12 @@ class AgentLoop:
             self._model = self._model_factory()
         return self._model
 
+    def detach_model(self) -> ChatModel | None:
+        """Forget the current model (the next request builds a new one through the
+        factory) and return it so the caller can close it. Call between turns."""
+        model, self._model = self._model, None
+        return model
+
     async def aclose(self) -> None:
         if self._model is not None:
             try:

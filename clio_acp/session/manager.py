@@ -20,6 +20,8 @@ Shape (``/work/coord/INTERFACES.md`` "Session core"), with these details:
   applies; ``resume_session`` delivers its offer to the first subscriber.
 - ``Session.prompt`` serializes turns (a second call waits for the first); a model
   failure ends the turn ``end_turn`` after a ``Notice`` (level error).
+- ``Session.set_model(target, model)`` swaps the session's chat route between turns
+  (``SessionBusy`` during a turn); ``Session.chat_route`` is the chosen pair or None.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ from clio_acp.session.events import (
     UserMessage,
 )
 from clio_acp.session.journal import Journal, JournalEntry, SessionRecord, utc_now
-from clio_acp.settings import Settings
+from clio_acp.settings import RoleSettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -216,6 +218,17 @@ def _default_memory_factory(
         return NullMemory()
 
 
+async def _close_model(model: ChatModel) -> None:
+    try:
+        await model.aclose()
+    except Exception:
+        log.debug("model close failed", exc_info=True)
+
+
+class SessionBusy(RuntimeError):
+    """The session is running a turn and the request must wait until it ends."""
+
+
 class Session:
     """One live session. Create through :class:`SessionManager`."""
 
@@ -246,6 +259,7 @@ class Session:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watch_task: asyncio.Task[None] | None = None
         self._watch_stop: asyncio.Event | None = None
+        self._chat_route: tuple[str, str | None] | None = None
         journal = manager._journal_required()
 
         async def append(type_: str, data: dict[str, Any]) -> JournalEntry:
@@ -276,7 +290,7 @@ class Session:
             transcript=self.transcript,
             spill_store=journal,
             emit=self._emit,
-            model_factory=lambda: manager._model_factory(settings()),
+            model_factory=lambda: manager._model_factory(self._chat_settings()),
             system_prompt=lambda: manager._system_prompt(self),
             limits=TurnLimits(max_turn_requests=manager.max_turn_requests),
             rules=rules,
@@ -364,6 +378,38 @@ class Session:
     @property
     def busy(self) -> bool:
         return self._turn_task is not None and not self._turn_task.done()
+
+    @property
+    def chat_route(self) -> tuple[str, str | None] | None:
+        """``(target, model)`` chosen with :meth:`set_model`, or None (settings' ``chat``)."""
+        return self._chat_route
+
+    def set_model(self, target: str, model: str | None = None) -> None:
+        """Use ``target``/``model`` (``model`` None: the target's default) for this
+        session's chat requests from the next turn on: the routing snapshot is
+        swapped between turns and the previous model's clients are closed.
+
+        Raises ``SessionBusy`` while a turn runs (cancel or wait for it first) and
+        ``ValueError`` for an empty target. An unusable route is reported like any
+        other model failure, as a ``Notice`` at the next turn."""
+        if not target or not target.strip():
+            raise ValueError("a target id is required")
+        if self._turn_lock.locked() or self.busy:
+            raise SessionBusy(
+                f"session {self.id} is running a turn; the model can change once it "
+                "ends (or after session/cancel)"
+            )
+        self._chat_route = (target, model or None)
+        old = self.loop.detach_model()  # the next turn builds the model anew
+        if old is not None:
+            self._spawn(_close_model(old))
+
+    def _chat_settings(self) -> Settings:
+        settings = self._manager._settings()
+        if self._chat_route is None:
+            return settings
+        target, model = self._chat_route
+        return settings.model_copy(update={"chat": RoleSettings(target=target, model=model)})
 
     def set_permission_handler(self, handler: PermissionHandler | None) -> None:
         self.gate.handler = handler

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -421,3 +422,51 @@ async def test_usage_command_sums_the_chat_usage_of_the_session(model_server, wo
     assert "2 model requests, 150 input tokens" in shown
     assert "10 output tokens" in shown
     assert len(model_server.bodies) == 2
+
+
+def _two_target_settings(model_server) -> None:
+    """Targets ``first`` (model-a, the chat route) and ``second`` (model-b), both
+    served by the scripted server."""
+    config = Path(os.environ["CLIO_ACP_CONFIG_DIR"])
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "settings.yaml").write_text(
+        "version: 2\ntargets:\n"
+        f"  - id: first\n    runtime: llamacpp\n    url: {model_server.base_url}\n"
+        "    defaultModel: model-a\n"
+        f"  - id: second\n    runtime: llamacpp\n    url: {model_server.base_url}\n"
+        "    defaultModel: model-b\n"
+        "chat:\n  target: first\n  model: model-a\n"
+        "context:\n  memory:\n    enabled: false\n"
+    )
+
+
+async def test_model_config_option_switches_a_running_session_between_turns(
+    model_server, workspace
+):
+    _two_target_settings(model_server)
+    model_server.push(
+        Reply(text="one"),
+        Reply(text=" ".join(f"w{i}" for i in range(40)), chunk_delay=0.05),
+        Reply(text="two"),
+    )
+    async with acp_agent() as (conn, client, _proc):
+        new = await _start(conn, workspace)
+        sid = new.session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("first turn")])
+        # Mid-turn: refused with a clear error, the running turn is untouched.
+        turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("talk")]))
+        for _ in range(3000):  # until the reply streams (hang guard only)
+            if client.updates("agent_message_chunk", sid)[1:]:
+                break
+            await asyncio.sleep(0.02)
+        with pytest.raises(RequestError) as busy:
+            await conn.set_config_option(config_id="model", session_id=sid, value="second/model-b")
+        assert (await turn).stop_reason == "end_turn"
+        # Between turns: this session's next turn uses the new route.
+        switched = await conn.set_config_option(
+            config_id="model", session_id=sid, value="second/model-b"
+        )
+        await conn.prompt(session_id=sid, prompt=[text_block("second turn")])
+    assert busy.value.code == -32602 and "running a turn" in json.dumps(busy.value.data)
+    assert {o.id: o.current_value for o in switched.config_options}["model"] == "second/model-b"
+    assert [b["model"] for b in model_server.bodies] == ["model-a", "model-a", "model-b"]
