@@ -37,7 +37,10 @@ log = logging.getLogger(__name__)
 class RouterMemoryClient:
     """``MemoryCompletionClient`` (``clio_acp.memory.policy``) over the models
     router's ``memory_complete``. Router errors propagate unchanged; the policy
-    classifies them (busy endpoint, timeout, client error)."""
+    classifies them (busy endpoint, timeout, client error). Each attempt's usage is
+    reported under its own target/model; the answer carries the route that answered
+    and its decoding mode (``grammar`` when the envelope grammar was sent, else
+    ``free``) for the step's telemetry row (MEMORY_SPEC §5, §12.9)."""
 
     def __init__(self, router: Any) -> None:
         self._router = router
@@ -54,13 +57,32 @@ class RouterMemoryClient:
         from clio_acp.memory.policy import CompletionAnswer, CompletionUsage
 
         def usage_cb(target_id: str, model: str | None, usage: Any) -> None:
-            on_usage(CompletionUsage(usage.input_tokens, usage.output_tokens))
+            # One report per attempt, each under its own route (§5 usage rows).
+            on_usage(
+                CompletionUsage(
+                    usage.input_tokens, usage.output_tokens, target_id=target_id, model_id=model
+                )
+            )
 
         answer = await self._router.memory_complete(system, user, max_tokens, on_usage=usage_cb)
         usage = None
         if answer.usage is not None:
-            usage = CompletionUsage(answer.usage.input_tokens, answer.usage.output_tokens)
-        return CompletionAnswer(answer.text, usage)
+            usage = CompletionUsage(
+                answer.usage.input_tokens,
+                answer.usage.output_tokens,
+                target_id=answer.target_id,
+                model_id=answer.model,
+            )
+        if answer.fell_back:
+            log.info("memory step answered by the chat route %s", answer.target_id)
+        return CompletionAnswer(
+            answer.text,
+            usage,
+            target_id=answer.target_id,
+            model_id=answer.model,
+            # §12.9: the router sends the envelope grammar when the route takes one.
+            decoding="grammar" if answer.constrained else "free",
+        )
 
 
 def _convert(effects: list[mw.Effect]) -> list[port.MemoryEffect]:

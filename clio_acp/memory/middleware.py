@@ -424,9 +424,11 @@ class MemoryMiddleware:
         latency_ms: float = 0.0,
         target_id: str | None = None,
         model_id: str | None = None,
+        decoding: str | None = None,
         update_last_decision: bool = True,
     ) -> None:
-        """One telemetry row and one activity event (§4, §5)."""
+        """One telemetry row and one activity event (§4, §5); ``decoding`` (llm rows)
+        is the answer's decoding mode (§12.9)."""
         unique = list(dict.fromkeys(triggers))[:3] or ["manual"]
         if tier == "llm" or self._bank_dirty:
             snapshot = self._delta_snapshot()
@@ -461,6 +463,7 @@ class MemoryMiddleware:
                         if target_id and model_id
                         else {}
                     ),
+                    **({"decoding": decoding} if decoding and tier == "llm" else {}),
                 }
             )
             self.telemetry.emit(record)
@@ -1096,9 +1099,28 @@ class MemoryMiddleware:
 
         started = time.perf_counter()
         target_id, model_id = settings.target, settings.model
+        calls_with_usage = 0
+
+        def on_call_usage(usage: Any) -> None:
+            # §5: one usage row per llm call, under the target that call ran on (a
+            # fallback's calls run on different targets).
+            nonlocal calls_with_usage
+            calls_with_usage += 1
+            self._record_usage(
+                usage,
+                origin_session,
+                getattr(usage, "target_id", None) or target_id,
+                getattr(usage, "model_id", None)
+                or (None if getattr(usage, "target_id", None) else model_id),
+                started,
+            )
 
         def on_usage(usage: Any) -> None:
-            self._record_usage(usage, origin_session, target_id, model_id, started)
+            # The step's usage (§3 step 3); a row only when no call reported its own.
+            if not calls_with_usage:
+                self._record_usage(usage, origin_session, target_id, model_id, started)
+
+        client = _PerCallUsage(client, on_call_usage)
 
         def on_envelope(trace: Any) -> None:
             if self.trace.enabled:
@@ -1169,8 +1191,8 @@ class MemoryMiddleware:
             input_tokens=result.input_tokens,
             output_tokens=result.output_tokens,
             latency_ms=latency,
-            target_id=target_id if model_id else None,
-            model_id=model_id if target_id else None,
+            **_answered_route(result, target_id, model_id),
+            decoding=result.decoding,
             update_last_decision=not keep_rules_decision,
         )
 
@@ -1277,3 +1299,35 @@ class MemoryMiddleware:
             "stepInFlight": self.step_in_flight,
             "pendingTriggers": list(self._s.triggers),
         }
+
+
+def _answered_route(result: Any, target_id: str | None, model_id: str | None) -> dict[str, Any]:
+    """The step row's ``targetId``/``modelId`` (§5, both or neither): the route that
+    answered when the client said, else the configured memory route."""
+    answered = getattr(result, "target_id", None)
+    if answered:
+        target_id, model_id = answered, getattr(result, "model_id", None)
+    if target_id and model_id:
+        return {"target_id": target_id, "model_id": model_id}
+    return {"target_id": None, "model_id": None}
+
+
+class _PerCallUsage:
+    """Wraps the step's memory client so every usage report of a call reaches
+    ``on_call`` (usage rows) before the policy sees it (which keeps the first)."""
+
+    def __init__(self, inner: Any, on_call: Callable[[Any], None]) -> None:
+        self._inner = inner
+        self._on_call = on_call
+
+    async def complete(
+        self, system: str, user: str, max_tokens: int, *, abort: Any, on_usage: Any
+    ) -> Any:
+        def both(usage: Any) -> None:
+            try:
+                self._on_call(usage)
+            except Exception:
+                log.debug("memory usage row failed", exc_info=True)
+            on_usage(usage)
+
+        return await self._inner.complete(system, user, max_tokens, abort=abort, on_usage=both)

@@ -94,11 +94,15 @@ PolicyReason = Literal[
 
 @dataclass(frozen=True)
 class CompletionUsage:
-    """Token usage of one completion (tokens). ``raw`` keeps the provider's object."""
+    """Token usage of one completion (tokens). ``raw`` keeps the provider's object;
+    ``target_id``/``model_id`` name the route that call ran on, when the client knows
+    (a fallback's calls run on different targets; MEMORY_SPEC §5 usage rows)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     raw: Mapping[str, Any] | None = None
+    target_id: str | None = None
+    model_id: str | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -107,10 +111,15 @@ class CompletionUsage:
 
 @dataclass(frozen=True)
 class CompletionAnswer:
-    """The model's answer text and, when the route reported it, its usage."""
+    """The model's answer text and, when the route reported it, its usage.
+    ``target_id``/``model_id``: the route that answered; ``decoding``: how it was
+    decoded (``grammar``, ``json_schema`` or ``free``; §12.9). None when unknown."""
 
     text: str
     usage: CompletionUsage | None = None
+    target_id: str | None = None
+    model_id: str | None = None
+    decoding: str | None = None
 
 
 class MemoryCompletionClient(Protocol):
@@ -203,6 +212,11 @@ class PolicyResult:
     usage: CompletionUsage | None = None
     cited: tuple[str, ...] = ()
     error: str | None = None
+    target_id: str | None = None
+    """The route that answered (from the client's answer), None without an answer."""
+    model_id: str | None = None
+    decoding: str | None = None
+    """``grammar`` | ``json_schema`` | ``free`` when the answer said (§12.9)."""
 
 
 # ---------------------------------------------------------------------------------
@@ -411,6 +425,7 @@ async def run_task_memory_policy(
     user_prompt = build_user_prompt(inputs.task, bank, inputs.max_tokens, inputs.trajectory)
     usage = _UsageOnce(inputs.on_step_usage)
     response: str | None = None
+    answered: dict[str, str | None] = {}
 
     def finish(
         decision: PolicyDecision,
@@ -435,6 +450,9 @@ async def run_task_memory_policy(
             usage=got,
             cited=cited,
             error=error,
+            target_id=answered.get("target_id"),
+            model_id=answered.get("model_id"),
+            decoding=answered.get("decoding"),
         )
         if observe and inputs.on_envelope is not None and current():
             try:
@@ -522,6 +540,9 @@ async def run_task_memory_policy(
         return finish(decision, reason, error=f"{type(exc).__name__}: {exc}")
     answer = completion.result()
     usage(getattr(answer, "usage", None))
+    for key in ("target_id", "model_id", "decoding"):
+        value = getattr(answer, key, None)
+        answered[key] = value if isinstance(value, str) and value else None
     text = getattr(answer, "text", answer)
     response = text if isinstance(text, str) else None
 

@@ -169,6 +169,8 @@ class StepRecord(_Strict):
     refusal_reason: str | None = Field(default=None, alias="refusalReason")
     target_id: str | None = Field(default=None, alias="targetId", min_length=1, max_length=256)
     model_id: str | None = Field(default=None, alias="modelId", min_length=1, max_length=256)
+    decoding: Literal["grammar", "json_schema", "free"] | None = None
+    """llm rows only: how the answer was decoded (MEMORY_SPEC §12.9)."""
 
     @field_validator("at")
     @classmethod
@@ -212,6 +214,8 @@ class StepRecord(_Strict):
     def _pair(self) -> StepRecord:
         if (self.target_id is None) != (self.model_id is None):
             raise ValueError("targetId and modelId come as a pair")
+        if self.decoding is not None and self.tier != "llm":
+            raise ValueError("decoding is recorded on llm rows only")
         return self
 
     def to_json(self) -> str:
