@@ -76,6 +76,14 @@ def test_replay_uses_settings_env_file_and_overrides(custom_settings):
     assert settings.context.memory.enabled is False
 
 
+def test_eval_uses_settings_env_file_and_overrides(custom_settings):
+    from clio_acp.cli.eval_cmd import _settings
+
+    settings = _settings()
+    assert settings.chat.target == "scripted" and settings.chat.model == ENV_MODEL
+    assert settings.context.memory.enabled is False
+
+
 def test_lsp_uses_settings_env_file_and_overrides(custom_settings):
     from clio_acp.lsp.server import ClioLanguageServer
 

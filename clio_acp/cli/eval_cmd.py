@@ -90,6 +90,15 @@ def run(args: argparse.Namespace) -> int:
     return 1 if report["alwaysNoisyRegression"] else 0
 
 
+def _settings():
+    """The effective settings through ``load_for_cli`` (``open_settings``; exit 2 on
+    unusable settings)."""
+    from clio_acp.cli.settings_cmd import load_for_cli
+
+    _paths, store = load_for_cli()
+    return store()
+
+
 async def _run(args: argparse.Namespace, variants: list[str]) -> dict:
     from clio_acp.eval.harness import ScriptedTarget, SessionRunner, SettingsTarget, run_matrix
     from clio_acp.eval.report import build_report
@@ -99,11 +108,7 @@ async def _run(args: argparse.Namespace, variants: list[str]) -> dict:
     if args.scripted:
         target = ScriptedTarget()
     else:
-        from clio_acp.cli.settings_cmd import load_for_cli
-
-        _paths, store = load_for_cli()
-        settings = store()
-        target = SettingsTarget(settings, args.target, args.model)
+        target = SettingsTarget(_settings(), args.target, args.model)
 
     def progress(trial) -> None:
         state = "pass" if trial.passed else ("error" if trial.error else "fail")
