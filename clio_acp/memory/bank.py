@@ -31,6 +31,9 @@ SNAPSHOT_VERSION = 1
 _ID_LETTER = {"status": "s", "knowledge": "k", "procedural": "p"}
 _ID_PATTERN = re.compile(r"^tm-[skp]-([0-9a-z]+)$")
 _WHITESPACE = re.compile(r"\s+")
+# A lone UTF-16 surrogate (e.g. from a JSON "\ud800" escape) cannot be written as
+# UTF-8 (stdout, journal, handoff, records.json): it becomes U+FFFD.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
@@ -51,15 +54,23 @@ def collapse_whitespace(text: str) -> str:
     return _WHITESPACE.sub(" ", text).strip()
 
 
+def well_formed_text(text: str) -> str:
+    """``text`` with every lone surrogate code point replaced by U+FFFD, so that it
+    can always be encoded as UTF-8. Paired surrogates never reach a ``str`` from
+    ``json.loads`` (it combines them), so each surrogate left is a lone one."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def normalize_content(text: str) -> str:
     """Bank content normalization (§1): collapse whitespace, trim, cut to 1200 chars.
+    Lone surrogates become U+FFFD (``well_formed_text``).
 
     Raises ``ValueError`` when nothing is left. The bank truncates; the envelope
     parser instead rejects content over 1200 chars before it gets here.
     """
     if not isinstance(text, str):
         raise ValueError("task memory content must be a string")
-    content = collapse_whitespace(text)
+    content = collapse_whitespace(well_formed_text(text))
     if not content:
         raise ValueError("task memory content is empty")
     return content[:MAX_CONTENT_CHARS].rstrip()
@@ -405,4 +416,5 @@ __all__ = [
     "id_suffix",
     "normalize_content",
     "utc_now_iso",
+    "well_formed_text",
 ]

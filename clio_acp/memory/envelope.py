@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from clio_acp.memory.bank import well_formed_text
+
 __all__ = [
     "CONTENT_MAX_CHARS",
     "MAX_OPERATIONS",
@@ -499,7 +501,7 @@ def parse_envelope(response: Any, reference_text: str = "") -> ParseResult:
 def _parse(response: Any, reference_text: str) -> ParseResult:
     if not isinstance(response, str) or response == "":
         return ParseResult(failure="unparseable", error="empty or non-text response")
-    text = strip_boundary_tokens(clean_response(response))
+    text = strip_boundary_tokens(clean_response(well_formed_text(response)))
     open_at = text.find(OPEN_TAG)
     if open_at < 0:
         return ParseResult(failure="unparseable", error="no <operations> tag")

@@ -351,7 +351,11 @@ def invalid_workspace_path(text: str, workspace_root: Path) -> str | None:
         resolved = Path(os.path.normpath(root / ref))
         if not resolved.is_relative_to(root):
             continue
-        if not resolved.exists():
+        try:
+            exists = resolved.exists()
+        except OSError:  # e.g. a name over NAME_MAX (ENAMETOOLONG): it cannot exist
+            exists = False
+        if not exists:
             return f"path {ref} does not exist in the workspace"
     return None
 

@@ -22,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Field,
     field_serializer,
+    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -270,10 +271,20 @@ class MemoryRecord(_Model):
 
 
 class RecordsFile(_Model):
-    """The whole file: ``{version:1, records:[…]}`` with unique ids."""
+    """The whole file: ``{version:1, records:[…]}`` with unique ids. Both keys are
+    required: ``{}`` or ``{"version": true}`` is not a store (§6 "An invalid file
+    makes every load throw")."""
 
-    version: Literal[1] = MEMORY_RECORDS_VERSION
-    records: list[MemoryRecord] = Field(default_factory=list)
+    version: Literal[1]
+    records: list[MemoryRecord]
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_is_a_number(cls, value: Any) -> Any:
+        # Literal[1] alone admits True (True == 1 in Python); JSON true is no version.
+        if isinstance(value, bool):
+            raise ValueError("version must be the number 1")
+        return value
 
     @model_validator(mode="after")
     def _unique_ids(self) -> RecordsFile:

@@ -214,14 +214,17 @@ def append_usage_row(path: Path, row: UsageRow) -> None:
         line = json.dumps(row.model_dump(by_alias=True, exclude_none=True), separators=(",", ":"))
         with FileLock(str(path) + ".lock", timeout=10):
             try:
-                lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+                # surrogateescape: a corrupt line's bytes survive the rewrite unchanged
+                # instead of making every later append fail.
+                text = path.read_text(encoding="utf-8", errors="surrogateescape")
+                lines = [ln for ln in text.split("\n") if ln.strip()]
             except FileNotFoundError:
                 lines = []
             lines.append(line)
             lines = lines[-USAGE_RING_ROWS:]
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
             try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
                     handle.write("\n".join(lines) + "\n")
                     handle.flush()
                     os.fsync(handle.fileno())

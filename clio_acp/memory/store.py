@@ -30,6 +30,7 @@ import filelock
 from pydantic import ValidationError
 
 from clio_acp.memory.records import (
+    MEMORY_RECORDS_VERSION,
     MemoryRecord,
     RecordsFile,
     format_timestamp,
@@ -109,7 +110,7 @@ def _serialize(records: Iterable[MemoryRecord]) -> str:
     # pydantic-core's pretty printer writes exactly what json.dumps(indent=2,
     # ensure_ascii=False) / JSON.stringify(x, null, 2) write, about 10x faster than
     # the pure-Python indenting encoder (tests pin the layout).
-    payload = RecordsFile(records=sort_records(list(records)))
+    payload = RecordsFile(version=MEMORY_RECORDS_VERSION, records=sort_records(list(records)))
     return payload.model_dump_json(indent=2, by_alias=True, exclude_none=True) + "\n"
 
 
@@ -149,7 +150,7 @@ class MemoryStore:
             raise MemoryStoreCorrupt(self.path, f"cannot read: {exc.strerror or exc}") from exc
         try:
             data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise MemoryStoreCorrupt(self.path, f"not valid JSON ({exc})") from exc
         try:
             parsed = RecordsFile.model_validate(data)
@@ -176,7 +177,7 @@ class MemoryStore:
         ``change`` gets the current records and returns ``(new_records, result)``;
         when ``new_records`` is the very list it was given, nothing is written.
         Raises ``MemoryStoreCorrupt`` (nothing written), ``MemoryStoreLimit`` when
-        the new list exceeds the cap, and ``MemoryStoreError`` when another process
+        the new list exceeds the cap and is longer than the current one, and ``MemoryStoreError`` when another process
         holds the lock too long or the folder cannot be written (``OSError``).
         """
         try:
@@ -186,7 +187,9 @@ class MemoryStore:
                 new_records, result = change(current)
                 if new_records is current:
                     return result
-                if len(new_records) > self.cap:
+                # Only growth past the cap is refused: prune, approve and reject must
+                # still work on a store that is already over it (written elsewhere).
+                if len(new_records) > self.cap and len(new_records) > len(current):
                     raise MemoryStoreLimit(self.cap)
                 try:
                     text = _serialize(new_records)

@@ -229,7 +229,7 @@ def parse_step_line(line: str) -> StepRecord:
     input + output and values outside the enum sets."""
     try:
         data = json.loads(line)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: deep nesting
         raise ValueError(f"invalid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise ValueError("a step row must be a JSON object")
