@@ -233,3 +233,170 @@ def test_store_still_writes_version_and_records(tmp_path):
     )
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["version"] == 1 and len(data["records"]) == 1
+
+
+# -- replay and memory parse: malformed files -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("deep.json", DEEP_JSON),
+        ("null-message.traj.json", '{"messages": [null, 5]}'),
+    ],
+    ids=["deep-nesting", "null-message"],
+)
+def test_replay_reports_a_malformed_trajectory_without_traceback(run_cli, tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    done = run_cli("replay", str(path))
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert str(path) in done.stderr
+
+
+@pytest.mark.parametrize("flag", ["--bank", "--trajectory"])
+def test_memory_parse_deeply_nested_input_file_is_a_usage_error(run_cli, tmp_path, flag):
+    path = tmp_path / "deep.json"
+    path.write_text(DEEP_JSON, encoding="utf-8")
+    done = run_cli("memory", "parse", flag, str(path), input="<operations>[]</operations>")
+    assert done.returncode == 2
+    assert "is not valid JSON" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# -- promotion: secrets in source identifiers ---------------------------------------------
+
+
+def _handoff_with_source(session_id: str, evidence: str, entry_id: str) -> str:
+    stamp = "2026-01-01T00:00:00.000Z"
+    snapshot = {
+        "version": 2,
+        "source": {
+            "sessionId": session_id,
+            "evidenceRefs": [evidence],
+            "runtimeIds": [],
+            "agentIds": [],
+        },
+        "redaction": {"replacementCount": 0, "sourceFields": []},
+        "knowledge": [
+            {
+                "id": entry_id,
+                "content": "Use API_KEY=super-secret-value in the fixture.",
+                "injectionCount": 0,
+                "createdAt": stamp,
+                "lastTouchedAt": stamp,
+            }
+        ],
+        "procedural": [],
+    }
+    return "# h\n\n```clio-coder-task-memory\n" + json.dumps(snapshot) + "\n```\n"
+
+
+@pytest.mark.parametrize(
+    ("session_id", "evidence", "entry_id"),
+    [
+        ("AKIAABCDEFGHIJKLMNOP", "session:s1", "tm-k-1"),
+        ("s1", "token=supersecretvalue1", "tm-k-1"),
+        ("s1", "session:s1", "ghp_abcdefghijklmnopqrstuvwxyz"),
+    ],
+    ids=["session-id", "evidence-ref", "entry-id"],
+)
+def test_promote_refuses_a_handoff_whose_identifiers_hold_a_secret(
+    run_cli, tmp_path, isolated_dirs, session_id, evidence, entry_id
+):
+    handoff = tmp_path / "handoff.md"
+    handoff.write_text(_handoff_with_source(session_id, evidence, entry_id), encoding="utf-8")
+    done = run_cli(
+        "memory", "promote", "--from-handoff", str(handoff), "--scope", "global",
+        "--acknowledge-global",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout
+    records = isolated_dirs["data"] / "memory" / "records.json"
+    assert not records.exists()
+
+
+def test_promote_of_a_clean_handoff_redacts_the_lesson_and_writes_no_secret(
+    run_cli, tmp_path, isolated_dirs
+):
+    handoff = tmp_path / "handoff.md"
+    handoff.write_text(_handoff_with_source("s1", "session:s1", "tm-k-1"), encoding="utf-8")
+    done = run_cli(
+        "memory", "promote", "--from-handoff", str(handoff), "--scope", "global",
+        "--acknowledge-global",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = (isolated_dirs["data"] / "memory" / "records.json").read_text(encoding="utf-8")
+    assert "super-secret-value" not in text
+    assert "API_KEY=[redacted:assignment]" in text
+
+
+# -- bank restore: hostile snapshots ------------------------------------------------------
+
+T0 = "2026-01-01T00:00:00.000Z"
+
+
+def _entry(entry_id: str, kind: str, stamp: str = T0) -> dict:
+    return {
+        "id": entry_id,
+        "kind": kind,
+        "content": "c",
+        "createdAt": stamp,
+        "lastTouchedAt": stamp,
+        "injectionCount": 0,
+    }
+
+
+@pytest.mark.parametrize(
+    "snapshot",
+    [
+        {
+            "version": 1,
+            "status": _entry("tm-k-1", "status"),
+            "knowledge": [_entry("tm-k-1", "knowledge")],
+            "procedural": [_entry("tm-k-1", "procedural")],
+        },
+        {
+            "version": 1,
+            "status": None,
+            "knowledge": [_entry("tm-k-1", "knowledge"), _entry("tm-k-1", "knowledge")],
+            "procedural": [],
+        },
+        {"version": True, "status": None, "knowledge": [], "procedural": []},
+        {"version": 1, "status": None, "knowledge": [_entry(5, "knowledge")], "procedural": []},
+        {
+            "version": 1,
+            "status": None,
+            "knowledge": [_entry("tm-k-1", "knowledge", "2026-01-01T00:00:00Z")],
+            "procedural": [],
+        },
+    ],
+    ids=["id-in-three-classes", "id-twice-in-a-class", "version-true", "int-id", "no-millis"],
+)
+def test_bank_restore_rejects_a_hostile_snapshot_and_keeps_the_bank(snapshot):
+    bank = TaskMemoryBank()
+    bank.save("knowledge", "kept")
+    before = bank.snapshot()
+    with pytest.raises(ValueError):
+        bank.restore(snapshot)
+    assert bank.snapshot() == before
+
+
+def test_restored_bank_always_writes_a_parseable_handoff(tmp_path):
+    from clio_acp.memory.handoff import parse_handoff_snapshot, write_handoff_artifact
+
+    bank = TaskMemoryBank()
+    bank.restore(
+        {
+            "version": 1,
+            "status": None,
+            "knowledge": [_entry("tm-k-1", "knowledge")],
+            "procedural": [],
+        }
+    )
+    path = write_handoff_artifact(
+        tmp_path, task="t", latest_instruction="i", bank=bank, session_id="s1", git_branch="m"
+    )
+    snapshot = parse_handoff_snapshot(path.read_text(encoding="utf-8"))
+    assert snapshot is not None
+    assert [e.id for e in snapshot.knowledge] == ["tm-k-1"]

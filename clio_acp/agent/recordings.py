@@ -109,7 +109,7 @@ def detect_format(path: Path) -> RecordingFormat:
                 return "pma"
     except OSError as exc:
         raise RecordingFormatError(f"{path}: cannot read: {exc}") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise RecordingFormatError(f"{path}: {_UNKNOWN} (not JSON: {exc})") from exc
     raise RecordingFormatError(f"{path}: {_UNKNOWN}")
 
@@ -138,7 +138,14 @@ def load_recordings(path: Path, fmt: str = "auto") -> list[Recording]:
         return loaders[fmt](path)
     except RecordingFormatError:
         raise
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+    except (
+        OSError,
+        ValueError,  # UnicodeDecodeError and json.JSONDecodeError included
+        KeyError,
+        TypeError,
+        AttributeError,  # e.g. a null where a message object belongs
+        RecursionError,  # deeply nested JSON
+    ) as exc:
         raise RecordingFormatError(f"{path}: not a valid {fmt} trajectory: {exc}") from exc
 
 

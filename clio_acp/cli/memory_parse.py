@@ -97,7 +97,7 @@ def _read_json(path: Path, what: str) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise _UsageError(f"cannot read {what} file {path}: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise _UsageError(f"{what} file {path} is not valid JSON: {exc}") from None
 
 

@@ -44,6 +44,17 @@ def utc_now_iso(now: datetime | None = None) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
+def is_canonical_iso(value: object) -> bool:
+    """True for a string ``utc_now_iso`` would write (``2026-01-02T03:04:05.678Z``)."""
+    if not isinstance(value, str) or not value.endswith("Z"):
+        return False
+    try:
+        moment = datetime.fromisoformat(value[:-1] + "+00:00")
+    except ValueError:
+        return False
+    return utc_now_iso(moment) == value
+
+
 def estimate_tokens(text: str) -> int:
     """Token estimate used by every memory budget: ``ceil(chars / 4)``."""
     return math.ceil(len(text) / 4)
@@ -122,12 +133,20 @@ class TaskMemoryEntry:
         count = data.get("injectionCount", 0)
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise ValueError("injectionCount must be an integer >= 0")
+        entry_id = data["id"]
+        if not isinstance(entry_id, str) or not entry_id.strip():
+            raise ValueError("entry id must be a non-blank string")
+        for field in ("createdAt", "lastTouchedAt"):
+            # §1: canonical UTC ISO with milliseconds and Z; anything else would sort
+            # wrongly for eviction and make a later handoff unparseable (§7).
+            if not is_canonical_iso(data[field]):
+                raise ValueError(f"{field} of {entry_id} is not a canonical UTC timestamp")
         return cls(
-            id=str(data["id"]),
+            id=entry_id,
             kind=kind,
             content=normalize_content(data["content"]),
-            created_at=str(data["createdAt"]),
-            last_touched_at=str(data["lastTouchedAt"]),
+            created_at=data["createdAt"],
+            last_touched_at=data["lastTouchedAt"],
             injection_count=count,
         )
 
@@ -364,7 +383,8 @@ class TaskMemoryBank:
         becomes max id suffix + 1 (§12.7). Raises ``ValueError`` for a malformed
         snapshot, leaving the bank unchanged."""
         try:
-            if snapshot.get("version") != SNAPSHOT_VERSION:
+            version = snapshot.get("version")
+            if isinstance(version, bool) or version != SNAPSHOT_VERSION:
                 raise ValueError("unsupported bank snapshot version")
             status = snapshot.get("status")
             status_entry = TaskMemoryEntry.from_dict(status) if status else None
@@ -387,6 +407,11 @@ class TaskMemoryBank:
         all_entries = [*loaded["knowledge"].values(), *loaded["procedural"].values()]
         if status_entry:
             all_entries.append(status_entry)
+        listed = (1 if status_entry else 0) + sum(
+            len(snapshot.get(kind) or []) for kind in ("knowledge", "procedural")
+        )
+        if len({e.id for e in all_entries}) != listed:
+            raise ValueError("bank snapshot repeats an entry id")
         suffixes = [s for s in (id_suffix(e.id) for e in all_entries) if s is not None]
         self._status = status_entry
         self._entries = loaded
@@ -414,6 +439,7 @@ __all__ = [
     "collapse_whitespace",
     "estimate_tokens",
     "id_suffix",
+    "is_canonical_iso",
     "normalize_content",
     "utc_now_iso",
     "well_formed_text",

@@ -33,7 +33,11 @@ from clio_acp.memory.records import (
     format_timestamp,
     is_canonical_timestamp,
 )
-from clio_acp.memory.redact import RedactionTally, redact_preserving_markers
+from clio_acp.memory.redact import (
+    RedactionTally,
+    redact_preserving_markers,
+    redact_secrets_text,
+)
 from clio_acp.memory.store import MemoryStore
 
 __all__ = [
@@ -148,12 +152,19 @@ class PromotionResult:
     created: bool
 
 
+def _holds_no_secret(value: str) -> bool:
+    # Identifiers are copied verbatim into the record (key, evidenceRefs, provenance,
+    # appliesWhen), never redacted: one that redaction would change is refused (§8).
+    return redact_secrets_text(value) == value
+
+
 def _valid_source_value(value: object) -> bool:
     return (
         isinstance(value, str)
         and 0 < len(value) <= SOURCE_VALUE_MAX_CHARS
         and value.strip() == value
         and not any(ch in value for ch in "\x00\r\n")
+        and _holds_no_secret(value)
     )
 
 
@@ -162,6 +173,7 @@ def _valid_named_identity(value: object) -> bool:
         isinstance(value, str)
         and 0 < len(value) <= NAMED_IDENTITY_MAX_CHARS
         and not any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in value)
+        and _holds_no_secret(value)
     )
 
 
