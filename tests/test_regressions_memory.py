@@ -400,3 +400,46 @@ def test_restored_bank_always_writes_a_parseable_handoff(tmp_path):
     snapshot = parse_handoff_snapshot(path.read_text(encoding="utf-8"))
     assert snapshot is not None
     assert [e.id for e in snapshot.knowledge] == ["tm-k-1"]
+
+
+# -- handoff: lone surrogates from JSON escapes ------------------------------------------
+
+
+def _handoff_text(content_json: str, entry_id_json: str = '"tm-k-1"') -> str:
+    stamp = "2026-01-01T00:00:00.000Z"
+    return (
+        "```clio-coder-task-memory\n"
+        '{"version":2,"source":{"sessionId":"s1","evidenceRefs":["session:s1"],'
+        '"runtimeIds":[],"agentIds":[]},"redaction":{"replacementCount":0,"sourceFields":[]},'
+        f'"knowledge":[{{"id":{entry_id_json},"content":{content_json},"injectionCount":0,'
+        f'"createdAt":"{stamp}","lastTouchedAt":"{stamp}"}}],"procedural":[]}}\n'
+        "```\n"
+    )
+
+
+def test_handoff_content_with_a_lone_surrogate_escape_parses_with_replacement_char():
+    from clio_acp.memory.handoff import parse_handoff_snapshot
+
+    snapshot = parse_handoff_snapshot(_handoff_text('"fact \\ud800 x"'))
+    assert snapshot is not None
+    assert snapshot.knowledge[0].content == "fact \ufffd x"
+
+
+def test_handoff_entry_id_with_a_lone_surrogate_escape_is_invalid():
+    from clio_acp.memory.handoff import parse_handoff_snapshot
+
+    assert parse_handoff_snapshot(_handoff_text('"fact"', '"tm-k-\\ud800"')) is None
+
+
+def test_promote_from_a_handoff_with_a_lone_surrogate_escape_writes_utf8(
+    run_cli, tmp_path, isolated_dirs
+):
+    handoff = tmp_path / "handoff.md"
+    handoff.write_text(_handoff_text('"fact \\ud800 x"'), encoding="utf-8")
+    done = run_cli(
+        "memory", "promote", "--from-handoff", str(handoff), "--scope", "global",
+        "--acknowledge-global",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records = (isolated_dirs["data"] / "memory" / "records.json").read_text(encoding="utf-8")
+    assert json.loads(records)["records"][0]["lesson"] == "fact \ufffd x"

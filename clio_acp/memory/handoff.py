@@ -35,6 +35,7 @@ from clio_acp.memory.bank import (
     TaskMemoryBank,
     TaskMemoryEntry,
     normalize_content,
+    well_formed_text,
 )
 from clio_acp.memory.records import format_timestamp, is_canonical_timestamp
 from clio_acp.memory.redact import RedactionTally, redact_preserving_markers
@@ -287,9 +288,15 @@ def _int_ge0(value: Any) -> int:
     return value
 
 
+def _identifier(value: Any) -> bool:
+    # A lone surrogate (a JSON "\ud800" escape) cannot be written as UTF-8, and an
+    # identifier cannot be repaired without changing what it names.
+    return isinstance(value, str) and well_formed_text(value) == value
+
+
 def _source_value(value: Any) -> str:
     if (
-        not isinstance(value, str)
+        not _identifier(value)
         or not 0 < len(value) <= SOURCE_VALUE_MAX_CHARS
         or value.strip() != value
         or any(ch in value for ch in "\x00\r\n")
@@ -300,7 +307,7 @@ def _source_value(value: Any) -> str:
 
 def _named_identity(value: Any) -> str:
     if (
-        not isinstance(value, str)
+        not _identifier(value)
         or not 0 < len(value) <= NAMED_IDENTITY_MAX_CHARS
         or any(ch.isspace() or ch == "\x00" for ch in value)
     ):
@@ -324,10 +331,11 @@ def _entries(value: Any, limit: int, version: int) -> tuple[HandoffEntry, ...]:
     for raw in value:
         item = _exact_keys(raw, keys)
         entry_id, content = item["id"], item["content"]
-        if not isinstance(entry_id, str) or not entry_id.strip():
+        if not _identifier(entry_id) or not entry_id.strip():
             raise _Invalid
         if not isinstance(content, str) or not content.strip() or len(content) > MAX_CONTENT_CHARS:
             raise _Invalid
+        content = well_formed_text(content)  # lone surrogates become U+FFFD
         count = _int_ge0(item["injectionCount"])
         created = touched = None
         if version == HANDOFF_VERSION:
