@@ -558,6 +558,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     server.start()
+    # Standalone test tool, not a protocol server: its stdout is the base URL, for the
+    # caller (tests, editor-client harnesses) to read.
     print(server.base_url, flush=True)
     stop.wait()
     server.stop()
