@@ -45,9 +45,9 @@ sys.path.insert(0, str(ROOT))
 
 from acp.connection import Connection  # noqa: E402
 
+from clio_acp import events as ev  # noqa: E402
 from clio_acp.acp.agent import ClioAcpAgent, _Hosted  # noqa: E402
 from clio_acp.acp.transport import LineTransport  # noqa: E402
-from clio_acp.session import events as ev  # noqa: E402
 
 EVENTS_PER_RUN = 2000
 CHUNKS_E2E = 1000

@@ -63,9 +63,9 @@ from acp.schema import (
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from clio_acp import __version__
+from clio_acp import events as ev
 from clio_acp.acp import updates
 from clio_acp.acp.transport import CURRENT_REQUEST_ID, LineTransport
-from clio_acp.session import events as ev
 
 if TYPE_CHECKING:
     from clio_acp.session.manager import Session, SessionManager

@@ -45,7 +45,7 @@ from clio_acp.agent.tools import (
 )
 from clio_acp.context import compaction as cmp
 from clio_acp.context.spill import SpillStore, needs_spill, spill
-from clio_acp.session.events import (
+from clio_acp.events import (
     MemoryReminder,
     MessageChunk,
     Notice,

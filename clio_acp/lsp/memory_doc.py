@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clio_acp.session.events import MemoryProposal, MemoryReminder
+from clio_acp.events import MemoryProposal, MemoryReminder
 
 DOC_DIR = ".clio-coder"
 DOC_NAME = "memory.md"

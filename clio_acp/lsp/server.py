@@ -34,6 +34,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from clio_acp import __version__
+from clio_acp.events import MemoryProposal
 from clio_acp.lsp import translate
 from clio_acp.lsp.diagnostics import DiagnosticsStore
 from clio_acp.lsp.options import CONFIG_SECTION, InitializationOptions, parse_options
@@ -41,7 +42,6 @@ from clio_acp.lsp.protocol import ClioLanguageServerProtocol, scrub_paths
 from clio_acp.lsp.session_face import FaceError, SessionFace
 from clio_acp.memory.durable import DurableMemory
 from clio_acp.paths import Paths, resolve_paths
-from clio_acp.session.events import MemoryProposal
 from clio_acp.settings import Settings, SettingsStore, open_settings
 
 logger = logging.getLogger(__name__)

@@ -29,9 +29,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from clio_acp.lsp import translate
-from clio_acp.lsp.memory_doc import memory_doc_path, render_memory_document, write_atomically
-from clio_acp.session.events import (
+from clio_acp.events import (
     HandoffOffer,
     MemoryCleared,
     MemoryProposal,
@@ -39,6 +37,8 @@ from clio_acp.session.events import (
     TurnEnded,
     UsageUpdate,
 )
+from clio_acp.lsp import translate
+from clio_acp.lsp.memory_doc import memory_doc_path, render_memory_document, write_atomically
 
 if TYPE_CHECKING:
     from clio_acp.lsp.server import ClioLanguageServer

@@ -45,8 +45,7 @@ from clio_acp.agent.memory_port import InjectReminder, MemoryHooks, NullMemory
 from clio_acp.agent.model_port import ChatModel, resolve_chat_model
 from clio_acp.agent.permissions import PERMISSION_MODES, PermissionGate, PermissionHandler
 from clio_acp.agent.tools import LocalToolHost, ToolHost, ToolRegistry, Workspace
-from clio_acp.paths import Paths
-from clio_acp.session.events import (
+from clio_acp.events import (
     HandoffOffer,
     MemoryCleared,
     MemoryProposal,
@@ -60,6 +59,7 @@ from clio_acp.session.events import (
     TurnEnded,
     UserMessage,
 )
+from clio_acp.paths import Paths
 from clio_acp.session.journal import Journal, JournalEntry, SessionRecord, utc_now
 from clio_acp.settings import RoleSettings, Settings
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 from acp.schema import SessionNotification
 
+from clio_acp import events as ev
 from clio_acp.acp.agent import parse_slash, prompt_text
 from clio_acp.acp.updates import (
     Presentation,
     available_commands_update,
     event_to_updates,
 )
-from clio_acp.session import events as ev
 
 PLAIN = Presentation(notices=False)
 NOTICES = Presentation(notices=True)

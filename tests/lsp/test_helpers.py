@@ -7,6 +7,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
+from clio_acp.events import MemoryProposal, MemoryReminder, MessageChunk
 from clio_acp.lsp.diagnostics import DiagnosticsStore
 from clio_acp.lsp.memory_doc import render_memory_document, write_atomically
 from clio_acp.lsp.options import InitializationOptions, parse_options
@@ -18,7 +19,6 @@ from clio_acp.lsp.translate import (
     same_diagnostic,
     session_update,
 )
-from clio_acp.session.events import MemoryProposal, MemoryReminder, MessageChunk
 
 
 def _diag(message: str, line: int = 0) -> types.Diagnostic:
