@@ -11,12 +11,11 @@ no memory policy. Status is never rendered (MEMORY_SPEC §1: status is private).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clio_acp.atomic import write_atomic
 from clio_acp.events import MemoryProposal, MemoryReminder
 
 DOC_DIR = ".clio-coder"
@@ -114,7 +113,7 @@ def render_memory_document(
 
 
 def write_atomically(path: Path, text: str) -> bool:
-    """Write ``text`` to ``path`` (temp file in the same folder, fsync, rename).
+    """Write ``text`` to ``path`` atomically (``clio_acp.atomic``) unless it holds it.
 
     Returns False when the file already holds exactly ``text`` (nothing written).
     Raises ``OSError`` when the folder cannot be created or written. Blocking: call it
@@ -126,21 +125,5 @@ def write_atomically(path: Path, text: str) -> bool:
     except (OSError, UnicodeDecodeError):
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
+    write_atomic(path, text)
     return True
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

@@ -21,13 +21,13 @@ import contextlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from clio_acp.atomic import write_atomic
 from clio_acp.memory.bank import (
     DEFAULT_KNOWLEDGE_CAP,
     DEFAULT_PROCEDURAL_CAP,
@@ -687,7 +687,7 @@ def write_handoff_artifact(
     ``commands`` is the session's command history, oldest first (only the last 10 are
     shown); ``git_branch`` None is read from ``.git/HEAD``. The name is
     ``handoff-YYYYMMDDTHHMMSSmmmZ.md`` (``-2``, ``-3`` … if taken). The file is written
-    atomically (temp, fsync, rename). Returns its path. Raises ``OSError`` when the
+    atomically (``clio_acp.atomic``). Returns its path. Raises ``OSError`` when the
     folder cannot be written.
     """
     now = now or datetime.now(UTC)
@@ -711,17 +711,7 @@ def write_handoff_artifact(
     while target.exists():
         target = directory / name.replace(".md", f"-{suffix}.md")
         suffix += 1
-    fd, tmp = tempfile.mkstemp(prefix=".handoff-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(target, text, temp_prefix=".handoff-")
     return target
 
 

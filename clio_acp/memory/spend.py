@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 
+from clio_acp.atomic import write_atomic
 from clio_acp.memory.bank import utc_now_iso
 from clio_acp.memory.telemetry import StepRecord, parse_step_line
 
@@ -206,8 +205,8 @@ class UsageRow(_Row):
 def append_usage_row(path: Path, row: UsageRow) -> None:
     """Append ``row`` to the usage ring at ``path``, keeping the newest 1000 rows.
 
-    Serialized across processes with a lock file; written atomically (temp file,
-    fsync, rename). Best effort: errors are logged and swallowed. This does file I/O;
+    Serialized across processes with a lock file; written atomically
+    (``clio_acp.atomic``). Best effort: errors are logged and swallowed. This does file I/O;
     async callers run it in an executor."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -222,15 +221,6 @@ def append_usage_row(path: Path, row: UsageRow) -> None:
                 lines = []
             lines.append(line)
             lines = lines[-USAGE_RING_ROWS:]
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
-                    handle.write("\n".join(lines) + "\n")
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_atomic(path, "\n".join(lines) + "\n", errors="surrogateescape")
     except Exception:
         log.warning("could not record memory usage row in %s", path, exc_info=True)

