@@ -26,6 +26,8 @@ __all__ = [
     "RecordingFormatError",
     "detect_format",
     "load_recordings",
+    "split_task",
+    "task_prompt",
 ]
 
 RecordingFormat = Literal["mini-swe-agent", "openhands", "pma"]
@@ -68,12 +70,85 @@ class Recording:
     name: str
     """Instance id or file stem."""
     turns: list[RecordedTurn] = field(default_factory=list)
+    task: str = ""
+    """The user's own task (§13.4), separated from the harness template: what a
+    live session's user would have typed. The first turn's ``user_text`` is this
+    task plus the template's task-scope constraints (``task_constraints``)."""
+    task_constraints: list[str] = field(default_factory=list)
+    """Sentences of the harness template that bound the task itself (which files
+    may change), e.g. SWE-bench's "DO NOT MODIFY: Tests"; never its format rules."""
     yardstick: dict[str, Any] | None = None
     """pma: what the paper's memory agent did on the same task (when recorded)."""
 
     @property
     def calls(self) -> list[RecordedCall]:
         return [call for turn in self.turns for call in turn.calls]
+
+
+# -- task and harness template (§13.4) --------------------------------------------------
+
+# A template sentence that bounds the task (which files may change), not the format.
+_TASK_SCOPE = re.compile(
+    r"\bnon-test files\b|"
+    r"\b(?:do not|don't|must not|never|should not)\b(?: have to)?\s*:?\s*"
+    r"(?:modify|change|edit|touch)\b[^\n]*?\b(?:tests?|testing|configuration)\b",
+    re.IGNORECASE,
+)
+_PLACEHOLDER_TAG = re.compile(r"<([A-Za-z_]+)>")
+
+
+def _tag_body(text: str, tag: str) -> tuple[str, str] | None:
+    """(body of the first ``<tag>…</tag>``, the text around it) or None."""
+    match = re.search(rf"<{tag}>\s*\n?(.*?)\n?\s*</{tag}>", text, re.DOTALL)
+    if match is None:
+        return None
+    return match.group(1).strip(), text[: match.start()] + "\n" + text[match.end() :]
+
+
+def _scope_sentences(template: str) -> list[str]:
+    """Task-scope sentences of a harness template (de-duplicated, in order): the
+    prohibitions ("DO NOT MODIFY: Tests …") when there are any, else the sentences
+    naming the files to change ("… changes to non-test files …")."""
+    found: list[str] = []
+    for line in template.splitlines():
+        line = _PLACEHOLDER_TAG.sub(lambda m: m.group(1).replace("_", " "), line)
+        for sentence in re.split(r"(?<=[.!])\s+", line.strip()):
+            sentence = sentence.strip(" -*")
+            if _TASK_SCOPE.search(sentence) and sentence not in found:
+                found.append(sentence)
+    prohibitions = [s for s in found if not re.search(r"non-test files", s, re.IGNORECASE)]
+    return prohibitions or found
+
+
+def split_task(fmt: str, prompt: str) -> tuple[str, list[str]]:
+    """Separate the user's task from the harness template wrapped around it.
+
+    Returns (task, task-scope constraints). mini-swe-agent: the body of
+    ``<pr_description>`` (its "Consider the following PR description:" lead
+    dropped); OpenHands: the body of ``<issue_description>``; pma (Terminus): the
+    text after ``Task Description:`` up to ``Current terminal state:``. A prompt
+    without the format's markers is taken whole (a plain user prompt)."""
+    prompt = prompt or ""
+    if fmt == "pma":
+        match = re.search(
+            r"Task Description:\s*\n(.*?)(?:\n\s*Current terminal state:|\Z)", prompt, re.DOTALL
+        )
+        return (match.group(1).strip(), []) if match else (prompt.strip(), [])
+    tag = {"mini-swe-agent": "pr_description", "openhands": "issue_description"}.get(fmt)
+    found = _tag_body(prompt, tag) if tag else None
+    if found is None:
+        return prompt.strip(), []
+    task, template = found
+    task = re.sub(r"^Consider the following PR description:\s*", "", task).strip()
+    return task, _scope_sentences(template)
+
+
+def task_prompt(task: str, constraints: list[str]) -> str:
+    """The user prompt a live session would have received: the task, then the
+    task-scope constraints as a ``Constraints:`` list (§13.4 list capture)."""
+    if not constraints:
+        return task
+    return task + "\n\nConstraints:\n" + "\n".join(f"- {c}" for c in constraints)
 
 
 # -- detection ---------------------------------------------------------------------------
@@ -186,7 +261,8 @@ def _load_mini(path: Path) -> list[Recording]:
         if not isinstance(content, str):
             content = json.dumps(content)
         if role == "user" and not recording.turns and i <= 1:
-            pending_user = content
+            recording.task, recording.task_constraints = split_task(recording.format, content)
+            pending_user = task_prompt(recording.task, recording.task_constraints)
             continue
         if role != "assistant":
             continue
@@ -264,6 +340,10 @@ def _load_openhands(path: Path) -> list[Recording]:
                 action = event.get("action")
                 if event.get("source") == "user" and action == "message":
                     pending_user = str((event.get("args") or {}).get("content") or "")
+                    if not recording.task:
+                        task, scope = split_task("openhands", pending_user)
+                        recording.task, recording.task_constraints = task, scope
+                        pending_user = task_prompt(task, scope)
                     continue
                 if event.get("source") != "agent" or action not in _OH_KINDS:
                     continue
@@ -318,12 +398,45 @@ _PROMPT = re.compile(r"^(?:\([^)]*\)\s*)?[\w.-]+@[\w.-]+:[^\n]*?[#$] ?", re.MULT
 # Failure read from terminal text (the format has no exit codes).
 _TERMINAL_FAILURE = re.compile(
     r"command not found|No such file or directory|Permission denied|"
+    r"Operation not permitted|Connection (?:reset|refused|timed out)|"
+    r"Could not resolve host|Temporary failure in name resolution|"
     r"^Traceback \(most recent call last\)|^[A-Za-z_][\w.]*(?:Error|Exception)\b:|"
-    r"^(?:error|fatal)(?:\[\w+\])?:|^E: |Segmentation fault|\bFAILED\b|^No working |"
+    r"^(?:error|fatal)(?:\[\w+\])?:|^Error in .+:\s*$|^Execution halted$|"
+    r"^(?:-?bash|sh|zsh|dash): .+: |^E: |Segmentation fault|\bFAILED\b|^No working |"
     r"cannot (?:open|access|find|stat|create|remove)|: not found$|make: \*\*\*|"
     r"^Killed$|core dumped",
     re.MULTILINE | re.IGNORECASE,
 )
+_WARNING_LINE = re.compile(r"^\s*(?:\S+:\s*)?(?:WARNING|warning|Warning)\b.*$", re.MULTILINE)
+# tmux-style special keys (C-c, C-d, Escape…) are keystrokes, not commands.
+_SPECIAL_KEYS = re.compile(r"^\s*(?:[CM]-[a-z\\\[\]]|Escape|Enter|Tab|Up|Down|Left|Right)\s*$")
+
+
+def terminal_failed(output: str, keystrokes: str) -> bool:
+    """True when the terminal text of one command reads as a failure: a known
+    failure line outside warning lines. Special keys and empty keystrokes (a wait)
+    are never failures of their own."""
+    if not keystrokes.strip() or _SPECIAL_KEYS.match(keystrokes):
+        return False
+    return bool(_TERMINAL_FAILURE.search(_WARNING_LINE.sub("", output)))
+
+
+# A continuation line the shell echoes while a multi-line command (here-document,
+# open quote) is typed: "> text", or ">" alone for an empty line.
+_CONTINUATION = re.compile(r"^>(?: |$)")
+
+
+def _drop_echo(text: str, command: str) -> str:
+    """The screen text minus what the terminal echoed of ``command``: continuation
+    lines and lines equal to a line of the typed command (a here-document's body
+    scrolled past its prompt line is data being written, not output)."""
+    typed = {line.strip() for line in command.split("\n") if line.strip()}
+    kept = [
+        line
+        for line in text.split("\n")
+        if not _CONTINUATION.match(line) and line.strip() not in typed
+    ]
+    return "\n".join(kept).strip()
 
 
 _SCREEN_HEADER = re.compile(
@@ -347,11 +460,12 @@ def _split_screen(screen: str, commands: list[str]) -> list[str]:
         if not first or segment.lstrip().startswith(first[:40]):
             # Drop the echoed command line itself (and its heredoc continuation lines).
             body = segment.split("\n", 1)[1] if "\n" in segment else ""
-            body = "\n".join(ln for ln in body.split("\n") if not ln.startswith("> "))
-            outputs[k] = body.strip()
+            outputs[k] = _drop_echo(body, commands[k])
             k += 1
     if k == 0 and commands:
-        outputs[-1] = screen.strip()
+        # The prompt line scrolled off: only the tail of the screen is left.
+        tail = _PROMPT.sub("", screen)
+        outputs[-1] = _drop_echo(tail, commands[-1])
     return outputs
 
 
@@ -368,6 +482,9 @@ def _load_pma(path: Path) -> list[Recording]:
                 raise RecordingFormatError(f"{path}:{line_no}: not a pma agent step")
             if row.get("role") == "user":
                 pending_user = str(row.get("message") or "")
+                if not recording.task:
+                    recording.task, _scope = split_task("pma", pending_user)
+                    pending_user = recording.task
                 continue
             calls = [c for c in row.get("tool_calls") or [] if isinstance(c, dict)]
             screen = _SCREEN_HEADER.sub(
@@ -386,7 +503,7 @@ def _load_pma(path: Path) -> list[Recording]:
                 args = dict(call.get("args") or {})
                 index += 1
                 output = next(outputs, "") if name == "bash_command" else ""
-                failed = bool(_TERMINAL_FAILURE.search(output))
+                failed = terminal_failed(output, str(args.get("keystrokes") or ""))
                 turn.calls.append(
                     RecordedCall(
                         index=index,

@@ -119,8 +119,31 @@ class ReplayReport:
         return data
 
 
-def _record(report: ReplayReport, effects: list[Effect], step: int, mw: MemoryMiddleware) -> None:
+def _stop_key(effect: Effect, mw: MemoryMiddleware) -> tuple[tuple[str, ...], str]:
+    """The repeat key a loop stop (and later effects) belongs to: the cited failure
+    entry plus the digest of the call it fired at."""
+    observation = mw.last_observation or {}
+    return tuple(effect.cited), str(observation.get("digest", ""))
+
+
+def _record(
+    report: ReplayReport,
+    effects: list[Effect],
+    step: int,
+    mw: MemoryMiddleware,
+    stopped: set[tuple[tuple[str, ...], str]] | None = None,
+) -> None:
+    """Append ``effects`` to the report. A live session ends the turn at a loop
+    stop; replay goes on reading the recording, so after a stop it reports nothing
+    more for that key (``stopped`` remembers the keys already stopped)."""
+    stopped = stopped if stopped is not None else set()
     for effect in effects:
+        if isinstance(effect, AnnotateToolResult | StopTurn) and effect.cited:
+            key = _stop_key(effect, mw)
+            if key in stopped:
+                continue
+            if isinstance(effect, StopTurn):
+                stopped.add(key)
         if isinstance(effect, AnnotateToolResult):
             report.reminders.append(
                 ReplayReminder(step, "annotation", list(effect.cited), effect.text, effect.trigger)
@@ -151,7 +174,9 @@ async def replay_recording(
     ``settings`` (default ``MemorySettings()``) is read live like in a session.
     ``compact_every`` simulates a compaction after every N tool calls (the restore
     is then offered at the next turn start). A loop stop is reported but the
-    recording continues, so later calls are still observed."""
+    recording continues, so later calls are still observed; the stop is reported
+    once per key and that key stays silent afterwards (a live session would have
+    ended the turn there)."""
     source = settings if callable(settings) else (lambda: settings or MemorySettings())
     sink = MemorySinkList()
     mw = MemoryMiddleware(
@@ -160,6 +185,7 @@ async def replay_recording(
     report = ReplayReport(str(recording.path), recording.format, recording.name)
     report.yardstick = recording.yardstick
     done = 0
+    stopped: set[tuple[tuple[str, ...], str]] = set()
     for number, turn in enumerate(recording.turns, 1):
         turn_id = f"turn-{number}"
         _record(report, mw.turn_start(turn_id, turn.user_text), done, mw)
@@ -179,7 +205,7 @@ async def replay_recording(
                 report.informative += 1
                 report.informative_steps.append(call.index)
             report.state_changing += bool(observation.get("stateChanging"))
-            _record(report, effects, call.index, mw)
+            _record(report, effects, call.index, mw, stopped)
             if compact_every and done % compact_every == 0:
                 mw.on_compaction()
         _record(report, mw.turn_end(turn_id), done, mw)

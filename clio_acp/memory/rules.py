@@ -11,12 +11,12 @@ the middleware decides when any of that happens.
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from clio_acp.memory.bank import TaskMemoryBank
+from clio_acp.memory.requirements import REQUIREMENTS_PER_PROMPT, extract_requirements
 
 __all__ = [
     "FAILURE_MAP_CAP",
@@ -32,8 +32,6 @@ __all__ = [
 
 # MEMORY_SPEC §4: the fingerprint → failure record map is bounded at 30, FIFO.
 FAILURE_MAP_CAP = 30
-# §12.5: at most this many requirement entries are captured from one prompt.
-REQUIREMENTS_PER_PROMPT = 8
 # §12.3: environmental-failure signatures tracked at once (FIFO).
 ENV_MAP_CAP = 30
 
@@ -114,38 +112,6 @@ def loop_stop_text(call: str, repeats: int, digest: str) -> str:
         f"error and nothing changed in between ({digest}). Change the approach or give "
         "new instructions."
     )
-
-
-# -- §12.5 requirement capture ------------------------------------------------------------
-
-_REQUIREMENT = re.compile(r"\b(?:never|always|must|do not|don't|dont|only)\b", re.IGNORECASE)
-_FENCE = re.compile(r"```.*?```", re.DOTALL)
-_TAG = re.compile(r"</?[A-Za-z_][\w-]*(?:\s[^<>]*)?>")
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
-def extract_requirements(text: str, limit: int = REQUIREMENTS_PER_PROMPT) -> list[str]:
-    """Explicit constraints in a user prompt (§12.5): sentences or lines that say
-    "never", "always", "must", "do not"/"don't" or "only". Code fences and markup
-    tags are ignored; questions and fragments under 12 chars are skipped; each
-    sentence is cut to 300 chars. Returns at most ``limit``, in prompt order,
-    without duplicates."""
-    body = _TAG.sub(" ", _FENCE.sub(" ", text or ""))
-    found: list[str] = []
-    seen: set[str] = set()
-    for piece in _SENTENCE_SPLIT.split(body):
-        sentence = re.sub(r"\s+", " ", piece).strip(" -*•#>\t")
-        if len(sentence) < 12 or sentence.endswith("?") or not _REQUIREMENT.search(sentence):
-            continue
-        sentence = sentence[:300].rstrip()
-        key = sentence.lower()
-        if key in seen:
-            continue
-        seen.add(key)
-        found.append(sentence)
-        if len(found) >= limit:
-            break
-    return found
 
 
 @dataclass

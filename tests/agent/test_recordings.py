@@ -1,0 +1,93 @@
+"""Recording adapters: the task is separated from the harness template (§13.4) and
+the pma terminal reader classifies real screens right (issue 14 item 2).
+
+Real runs are read from ``../shared/trajectories`` (never copied)."""
+
+from __future__ import annotations
+
+import json
+
+from clio_acp.agent.recordings import load_recordings, split_task, terminal_failed
+from tests.conftest import SHARED
+
+TRAJ = SHARED / "trajectories"
+MINI = TRAJ / "mini-swe-agent-gemini3-swebv"
+PMA = TRAJ / "pma-tb2"
+
+HARNESS_PHRASES = ("EXACTLY ONE bash code block", "THOUGHT", "COMPLETE_TASK_AND_SUBMIT", "subshell")
+
+
+def test_mini_task_is_the_pr_description_plus_its_file_scope_only():
+    (recording,) = load_recordings(MINI / "django__django-16560.traj.json")
+    assert recording.task.startswith("Allow to customize the code attribute of ValidationError")
+    assert "Consider the following PR description" not in recording.task
+    assert recording.task_constraints == [
+        "DO NOT MODIFY: Tests, configuration files (pyproject.toml, setup.cfg, etc.)"
+    ]
+    prompt = recording.turns[0].user_text
+    assert prompt.startswith(recording.task)
+    for phrase in HARNESS_PHRASES:
+        assert phrase not in prompt
+
+
+def test_openhands_task_is_the_issue_description():
+    (recording,) = load_recordings(TRAJ / "openhands-swebl-gpt5" / "output.jsonl")
+    assert recording.task.startswith("[FEATURE]")
+    assert "Follow these steps" not in recording.turns[0].user_text
+    assert any("modify the testing logic" in c for c in recording.task_constraints)
+
+
+def test_pma_task_is_the_terminus_task_description():
+    path = PMA / "regex-log" / "memory-v3-opus" / "trajectory_agent.steps.jsonl"
+    (recording,) = load_recordings(path)
+    assert recording.task.startswith("Write a regex expression that matches dates")
+    prompt = recording.turns[0].user_text
+    assert "keystrokes" not in prompt and "Current terminal state" not in prompt
+    assert recording.task_constraints == []
+
+
+def test_a_plain_prompt_is_taken_whole():
+    assert split_task("mini-swe-agent", "Fix the bug in x.py.") == ("Fix the bug in x.py.", [])
+    assert split_task("pma", "Just do it") == ("Just do it", [])
+
+
+def test_pma_heredoc_write_whose_body_scrolled_past_is_not_a_failure():
+    path = PMA / "adaptive-rejection-sampler" / "baseline-sonnet" / "trajectory_agent.steps.jsonl"
+    (recording,) = load_recordings(path)
+    writes = [c for c in recording.calls if c.args.get("keystrokes", "").startswith("cat > ")]
+    assert len(writes) >= 4
+    # The written R code prints "SOME TESTS FAILED"; writing it is not failing.
+    assert not [c.index for c in writes if c.is_error]
+    assert all("SOME TESTS FAILED" not in c.output for c in writes)
+
+
+def test_pma_reads_operation_not_permitted_and_connection_reset_as_failures():
+    path = PMA / "git-multibranch" / "memory-v3-opus" / "trajectory_agent.steps.jsonl"
+    (recording,) = load_recordings(path)
+    by_text = {c.index: c for c in recording.calls}
+    kills = [c for c in by_text.values() if c.args.get("keystrokes", "").startswith("kill ")]
+    assert kills and all(c.is_error for c in kills if "Operation not permitted" in c.output)
+    resets = [c for c in by_text.values() if "Connection reset by" in c.output]
+    assert resets and all(c.is_error for c in resets)
+
+
+def test_terminal_failure_rules_on_small_screens():
+    assert terminal_failed("bash: kill: (157) - Operation not permitted", "kill 157\n")
+    assert terminal_failed("Connection reset by ::1 port 2222", "ssh -p 2222 x\n")
+    assert terminal_failed("Error in f(x) :\n  boom\nExecution halted", "Rscript a.R\n")
+    assert not terminal_failed("WARNING: Cannot find a usable tclConfig.sh file.", "./configure\n")
+    assert not terminal_failed("Execution halted", "C-c")
+    assert not terminal_failed("No such file or directory", "")
+
+
+def test_mini_prompt_without_pr_description_is_kept(tmp_path):
+    path = tmp_path / "x.traj.json"
+    messages = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "Please never touch setup.py. Fix the parser."},
+        {"role": "assistant", "content": "```bash\nls\n```"},
+        {"role": "user", "content": "<returncode>0</returncode>\n<output>\na\n</output>"},
+    ]
+    path.write_text(json.dumps({"messages": messages, "instance_id": "x"}))
+    (recording,) = load_recordings(path)
+    assert recording.task == "Please never touch setup.py. Fix the parser."

@@ -1,0 +1,34 @@
+"""``replay_recording`` behaves like a live session where it matters (issue 14 item 3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clio_acp.agent.recordings import RecordedCall, RecordedTurn, Recording
+from clio_acp.agent.replay import replay_recording
+
+
+def _blind_loop(repeats: int) -> Recording:
+    recording = Recording(Path("synthetic"), "mini-swe-agent", "blind-loop")
+    recording.turns.append(RecordedTurn(user_text="Make the tests pass."))
+    for index in range(1, repeats + 1):
+        call = RecordedCall(
+            index=index,
+            tool_name="bash",
+            args={"command": "python repro.py"},
+            output="Traceback (most recent call last):\nValueError: boom",
+            exit_code=1,
+            is_error=True,
+            kind="execute",
+        )
+        recording.turns.append(RecordedTurn(calls=[call]))
+    return recording
+
+
+async def test_loop_stop_is_reported_once_and_the_key_stays_silent_after_it():
+    report = await replay_recording(_blind_loop(9))
+    stops = [r for r in report.reminders if r.channel == "stop"]
+    assert [s.step for s in stops] == [5]
+    assert not [r for r in report.reminders if r.step > 5]
+    # Before the stop the blind retry was named at its second occurrence.
+    assert report.reminders[0].step == 2

@@ -1,0 +1,62 @@
+"""Requirement capture from the user's own task text (MEMORY_SPEC §13.4)."""
+
+from __future__ import annotations
+
+from clio_acp.memory.requirements import REQUIREMENTS_PER_PROMPT, extract_requirements
+
+
+def test_cue_sentences_are_captured_and_plain_ones_are_not():
+    text = (
+        "Fix the date parser. It should accept ISO dates. Ensure the CLI keeps its flags.\n"
+        "Make sure nothing is printed to stdout. This is background text."
+    )
+    assert extract_requirements(text) == [
+        "It should accept ISO dates.",
+        "Ensure the CLI keeps its flags.",
+        "Make sure nothing is printed to stdout.",
+    ]
+
+
+def test_items_of_a_requirements_list_are_taken_whatever_their_wording():
+    text = (
+        "Build a sampler.\n\nRequirements:\n- Write the code in R\n"
+        "- Save it as /app/ars.R\n\n**Acceptance criteria:**\n1. A test() function prints PASS\n"
+        "\nThanks!"
+    )
+    assert extract_requirements(text) == [
+        "Write the code in R",
+        "Save it as /app/ars.R",
+        "A test() function prints PASS",
+    ]
+
+
+def test_list_items_come_first_under_the_cap_and_prompt_order_is_kept():
+    cues = "\n".join(f"Step {i} must be done carefully." for i in range(10))
+    text = cues + "\nConstraints:\n- never push to main\n- only touch files in src/"
+    found = extract_requirements(text)
+    assert len(found) == REQUIREMENTS_PER_PROMPT
+    assert found[-2:] == ["never push to main", "only touch files in src/"]
+
+
+def test_duplicates_questions_code_and_tags_are_skipped():
+    text = (
+        "<pr_description>You must keep the API.</pr_description>\n"
+        "You MUST keep the API!\nShould we also do X?\n"
+        "```python\nassert x must be 1\n```\n>>> f() must fail\n"
+    )
+    assert extract_requirements(text) == ["You must keep the API."]
+
+
+def test_hard_wrapped_sentences_are_joined():
+    text = "The importer should skip hidden\nfiles and keep going.\nAnother line."
+    assert extract_requirements(text) == ["The importer should skip hidden files and keep going."]
+
+
+def test_secrets_are_redacted():
+    (req,) = extract_requirements("You must use API_KEY=super-secret-value-123 for the call.")
+    assert "super-secret" not in req and "[redacted:assignment]" in req
+
+
+def test_blank_text_gives_nothing():
+    assert extract_requirements("") == []
+    assert extract_requirements("Nothing to see here.") == []
