@@ -7,12 +7,12 @@ import json
 from clio_acp.memory.middleware import (
     RESTORE_PREFIX,
     AnnotateToolResult,
+    DeferredReminder,
     InjectReminder,
     MemoryMiddleware,
     StopTurn,
     ToolCall,
     ToolOutcome,
-    _Deferred,
 )
 from clio_acp.memory.telemetry import MemorySinkList, TelemetrySink, parse_step_line
 from clio_acp.settings import MemorySettings, Settings
@@ -322,7 +322,9 @@ def test_aborted_turn_drops_its_reminders():
     mw.turn_end("t1")
     mw.turn_start("t2")
     mw._s.annotated.add(("x", "y"))
-    mw._s.deferred.append(_Deferred(InjectReminder("Memory: x", (), "interval"), mw._s.turn, 0))
+    mw._s.deferred.append(
+        DeferredReminder(InjectReminder("Memory: x", (), "interval"), mw._s.turn, 0)
+    )
     assert mw.turn_end("t2", aborted=True) == []
     assert mw.turn_start("t3") == []
 

@@ -1,0 +1,168 @@
+"""Telemetry rows and the activity ring of the memory middleware (MEMORY_SPEC §4, §5).
+
+Every decision the middleware takes (rules tier or LLM tier, spoken or silent)
+becomes one content-free v2 telemetry row (``steps.jsonl``) and one event in the
+activity ring (the newest 20, shown by ``/memory`` and journaled by the agent loop
+as ``memory_step`` rows). ``render_activity`` is the one-line form of an event.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from clio_acp.memory.bank import utc_now_iso
+from clio_acp.memory.telemetry import BankDelta, StepRecord, bank_delta
+
+__all__ = ["ActivityLog", "render_activity"]
+
+log = logging.getLogger(__name__)
+
+_NO_DELTA = bank_delta(None, None)
+
+
+def render_activity(event: dict[str, Any]) -> str:
+    """§4: ``<trig+trig> <decision> [reason unless intervened] [Nw] [N cited]``.
+
+    ``event`` is one activity-ring item (keys ``triggerReasons``, ``decision``,
+    ``reason``, ``bankWrites``, ``citedEntries``); raises ``KeyError`` without them."""
+    parts = ["+".join(event["triggerReasons"]), event["decision"]]
+    if event["reason"] != "intervened":
+        parts.append(event["reason"])
+    if event["bankWrites"]:
+        parts.append(f"{event['bankWrites']}w")
+    if event["citedEntries"]:
+        parts.append(f"{event['citedEntries']} cited")
+    return " ".join(parts)
+
+
+def _step_row(
+    at: str,
+    triggers: list[str],
+    tier: str,
+    delta: BankDelta,
+    decision: str,
+    reason: str,
+    counts: dict[str, int],
+    latency: float,
+    route: tuple[str | None, str | None],
+    decoding: str | None,
+) -> dict[str, Any]:
+    """The v2 telemetry row (§5) as a plain dict, before validation."""
+    target_id, model_id = route
+    input_tokens, output_tokens = counts["input"], counts["output"]
+    return {
+        "version": 2,
+        "at": at,
+        "triggerReasons": triggers,
+        "tier": tier,
+        "bankDelta": delta.model_dump(),
+        "decision": decision,
+        "reason": reason,
+        "bankOperations": counts["bank_operations"],
+        "droppedOperations": counts["dropped_operations"],
+        "citedEntries": counts["cited"],
+        "tokenCost": {
+            "input": input_tokens,
+            "output": output_tokens,
+            "total": input_tokens + output_tokens,
+        },
+        "latencyMs": latency,
+        **({"targetId": target_id, "modelId": model_id} if target_id and model_id else {}),
+        **({"decoding": decoding} if decoding and tier == "llm" else {}),
+    }
+
+
+class ActivityLog:
+    """Mixin of ``MemoryMiddleware``: the telemetry row and activity event of each
+    decision. Uses the middleware's ``bank``, ``telemetry`` and state ``_s``."""
+
+    @property
+    def last_decision(self) -> dict[str, Any] | None:
+        """The newest activity event that counts as the decision (§4 lastDecision)."""
+        return dict(self._s.last_decision) if self._s.last_decision else None
+
+    @property
+    def activity(self) -> list[dict[str, Any]]:
+        """The activity ring, newest first (at most ``ACTIVITY_RING`` events)."""
+        return list(self._s.activity)
+
+    def _delta_snapshot(self) -> dict[str, Any]:
+        """What ``bank_delta`` compares (id, content, createdAt per class): cheaper
+        than a full deep-copied snapshot, taken once per telemetry row."""
+
+        def light(entry: Any) -> dict[str, str]:
+            return {"id": entry.id, "content": entry.content, "createdAt": entry.created_at}
+
+        status = self.bank.status
+        return {
+            "status": light(status) if status else None,
+            "knowledge": [light(e) for e in self.bank.knowledge],
+            "procedural": [light(e) for e in self.bank.procedural],
+        }
+
+    def _take_delta(self, tier: str) -> BankDelta:
+        """Bank writes since the previous row (computed only when something wrote)."""
+        if tier != "llm" and not self._bank_dirty:
+            return _NO_DELTA  # writes by others land in the next computed row
+        snapshot = self._delta_snapshot()
+        delta = bank_delta(self._last_snapshot, snapshot)
+        self._last_snapshot = snapshot
+        self._bank_dirty = False
+        return delta
+
+    def _emit(
+        self,
+        triggers: Iterable[str],
+        tier: str,
+        decision: str,
+        reason: str,
+        *,
+        cited: int = 0,
+        bank_operations: int = 0,
+        dropped_operations: int = 0,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        latency_ms: float = 0.0,
+        target_id: str | None = None,
+        model_id: str | None = None,
+        decoding: str | None = None,
+        update_last_decision: bool = True,
+    ) -> None:
+        """One telemetry row and one activity event (§4, §5); ``decoding`` (llm rows)
+        is the answer's decoding mode (§12.9). A row the schema rejects is logged at
+        debug level and dropped; the activity event is kept."""
+        unique = list(dict.fromkeys(triggers))[:3] or ["manual"]
+        delta = self._take_delta(tier)
+        at = utc_now_iso()
+        latency = max(0.0, round(latency_ms, 3)) if math.isfinite(latency_ms) else 0.0
+        counts = {
+            "cited": cited,
+            "bank_operations": bank_operations,
+            "dropped_operations": dropped_operations,
+            "input": input_tokens,
+            "output": output_tokens,
+        }
+        row = _step_row(
+            at, unique, tier, delta, decision, reason, counts, latency,
+            (target_id, model_id), decoding,
+        )  # fmt: skip
+        try:
+            self.telemetry.emit(StepRecord.model_validate(row))
+        except Exception:
+            log.debug("memory telemetry row rejected", exc_info=True)
+        event = {
+            "at": at,
+            "triggerReasons": unique,
+            "tier": tier,
+            "decision": decision,
+            "reason": reason,
+            "citedEntries": cited,
+            "bankWrites": delta.writes,
+            "latencyMs": latency,
+        }
+        self._s.activity.appendleft(event)
+        if update_last_decision:
+            self._s.last_decision = event

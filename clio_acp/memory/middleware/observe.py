@@ -1,0 +1,368 @@
+"""The rules tier's tool observation (MEMORY_SPEC §4 tool observation, §12.1–12.5).
+
+Every finished tool call becomes one trajectory step: classified (informative exits,
+state-changing calls), digested, and counted. A failure updates the failure memory
+and, when the same key repeats, yields a cited annotation on that tool's result or,
+at the loop-stop count, a ``StopTurn``; an environment-shaped failure across commands
+yields one environment note. Requirements captured from prompts (§12.5), the
+turn-end match of an unreported repeated failure, and the list of unresolved
+failures for the handoff (§12.8) are rules-tier decisions and live here too. No
+model call happens in this module (invariant 6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from clio_acp.memory.calls import (
+    call_description,
+    canonical_call,
+    cap_digest,
+    classify_exit,
+    error_digest,
+    error_signature,
+    is_state_changing,
+    looks_environmental,
+    meaningful_signature,
+    ok_digest,
+    operation_fingerprint,
+    problem_signature,
+    shell_command_of,
+)
+from clio_acp.memory.middleware.effects import (
+    AnnotateToolResult,
+    Effect,
+    StopTurn,
+    ToolCall,
+    ToolOutcome,
+)
+from clio_acp.memory.middleware.state import (
+    ENV_COMMANDS,
+    ENV_COMMANDS_GENERIC,
+    TrajectoryStep,
+    collapse_keep_newlines,
+)
+from clio_acp.memory.rules import (
+    FailureRecord,
+    annotation_text,
+    environment_text,
+    extract_requirements,
+    loop_stop_text,
+)
+from clio_acp.settings import MemorySettings
+
+__all__ = ["ToolObservation", "call_paths"]
+
+_PATH_KEYS = ("path", "file_path", "paths")
+
+
+def call_paths(args: Any, workspace_root: Path | None) -> tuple[str, ...]:
+    """Absolute paths a tool call names in its ``path``/``file_path``/``paths``
+    arguments (relative ones resolved against ``workspace_root``; dropped when there
+    is none). Never raises; non-string values are ignored."""
+    if not isinstance(args, Mapping):
+        return ()
+    found: list[str] = []
+    for key in _PATH_KEYS:
+        value = args.get(key)
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if not isinstance(item, str) or not item.strip() or "\0" in item:
+                continue
+            path = Path(item)
+            if not path.is_absolute():
+                if workspace_root is None:
+                    continue
+                path = workspace_root / path
+            found.append(str(path))
+    return tuple(dict.fromkeys(found))
+
+
+def _errors_of(trajectory: Any, fingerprint: str) -> int:
+    return sum(1 for t in trajectory if t.outcome == "error" and t.fingerprint == fingerprint)
+
+
+class ToolObservation:
+    """Mixin of ``MemoryMiddleware``: the rules tier's observation of tool calls."""
+
+    def _prepare(self, call: ToolCall) -> TrajectoryStep | None:
+        name = (call.tool_name or "").strip()
+        if not name:
+            return None  # §4: no tool name → ignored entirely
+        canonical = canonical_call(name, call.args)
+        return TrajectoryStep(
+            step=0,
+            tool_name=name,
+            fingerprint=operation_fingerprint(canonical),
+            call=call_description(canonical),
+            tool_call_id=call.tool_call_id,
+            state_changing=is_state_changing(name, call.args, call.kind),
+            paths=call_paths(call.args, self.workspace_root),
+        )
+
+    def before_tool(self, call: ToolCall, *, session_id: str | None = None) -> list[Effect]:
+        """§4: prepare the step and keep it under ``tool_call_id`` (or
+        ``anonymous:<fp>``), bounded by the trajectory window (FIFO). Returns no
+        effects; never raises."""
+
+        def run() -> list[Effect]:
+            self._observe(session_id)
+            settings = self.settings()
+            if not self._active(settings):
+                return []
+            step = self._prepare(call)
+            if step is None:
+                return []
+            key = call.tool_call_id or f"anonymous:{step.fingerprint}"
+            pending = self._s.pending
+            pending[key] = step
+            while len(pending) > settings.trajectory_steps:
+                pending.popitem(last=False)
+            return []
+
+        return self._guard("before_tool", run)
+
+    def after_tool(
+        self, call: ToolCall, outcome: ToolOutcome, *, session_id: str | None = None
+    ) -> list[Effect]:
+        """§4 tool observation plus §12.1–12.4. Returns at most one
+        ``AnnotateToolResult`` (repeated failure or environmental failure) and, at
+        the ``loopStopRepeats``-th identical repeat, a ``StopTurn``. Never raises."""
+        return self._guard("after_tool", lambda: self._after_tool(call, outcome, session_id))
+
+    def _take_step(self, call: ToolCall) -> TrajectoryStep | None:
+        """The step ``before_tool`` prepared for ``call`` (or a fresh one)."""
+        pending = self._s.pending
+        if call.tool_call_id and call.tool_call_id in pending:
+            return pending.pop(call.tool_call_id)
+        probe = self._prepare(call)
+        if probe is None:
+            return None
+        return pending.pop(f"anonymous:{probe.fingerprint}", None) or probe
+
+    def _after_tool(
+        self, call: ToolCall, outcome: ToolOutcome, session_id: str | None
+    ) -> list[Effect]:
+        self._observe(session_id)
+        settings = self.settings()
+        if not self._active(settings) or not (call.tool_name or "").strip():
+            return []
+        step = self._take_step(call)
+        if step is None:
+            return []
+        s = self._s
+        s.tool_step += 1
+        s.tools_since_memory_step += 1
+        step.step = s.tool_step
+        if s.tools_since_memory_step >= settings.cadence_tool_calls:
+            self._add_trigger("interval")
+        is_error = self._still_an_error(settings, step, call, outcome)
+        epoch_before = s.rules.state_epoch
+        if step.state_changing and settings.state_change_resets_repeats:
+            s.rules.note_change()
+        if is_error:
+            self._classify_error(step, outcome)
+        else:
+            self._classify_success(step, outcome)
+        s.trajectory.append(step)
+        while len(s.trajectory) > settings.trajectory_steps:
+            s.trajectory.popleft()
+        self.last_observation = {
+            "step": step.step,
+            "outcome": step.outcome,
+            "informative": step.informative,
+            "stateChanging": step.state_changing,
+            "digest": step.digest,
+        }
+        if is_error:
+            return self._on_failure(settings, step, outcome, epoch_before)
+        return []
+
+    def _still_an_error(
+        self, settings: MemorySettings, step: TrajectoryStep, call: ToolCall, outcome: ToolOutcome
+    ) -> bool:
+        """The tool's verdict, except that §12.2 informative exits are not errors."""
+        is_error = bool(outcome.is_error)
+        command = shell_command_of(step.tool_name, call.args)
+        if is_error and command is not None and settings.exit_code_semantics:
+            verdict = classify_exit(command, outcome.exit_code)
+            if verdict.meaning == "informative":
+                step.informative = True
+                step.digest = cap_digest(verdict.note)
+                return False
+        return is_error
+
+    def _classify_error(self, step: TrajectoryStep, outcome: ToolOutcome) -> None:
+        s = self._s
+        step.outcome = "error"
+        if outcome.digest:
+            step.digest, step.provenance = cap_digest(outcome.digest), "canonical"
+        else:
+            step.digest = error_digest(outcome.output, exit_code=outcome.exit_code)
+        s.consecutive_errors += 1
+        if s.consecutive_errors >= 2:
+            self._add_trigger("tool_error_streak")
+        step.key = (step.fingerprint, error_signature(outcome.output, exit_code=outcome.exit_code))
+
+    def _classify_success(self, step: TrajectoryStep, outcome: ToolOutcome) -> None:
+        if not step.digest:
+            if outcome.digest:
+                step.digest, step.provenance = cap_digest(outcome.digest), "canonical"
+            else:
+                step.digest = ok_digest(outcome.output)
+        self._s.consecutive_errors = 0
+        self._s.rules.note_success(step.fingerprint)
+
+    def _environment_fault(
+        self, settings: MemorySettings, step: TrajectoryStep, outcome: ToolOutcome
+    ) -> list[Effect] | None:
+        """§12.3: different commands failing alike are an environment fault. Returns
+        the effects when it is one (the failure then blames no single command), else
+        None."""
+        signature = problem_signature(outcome.output, exit_code=outcome.exit_code)
+        if not settings.environmental_failures or not meaningful_signature(signature):
+            return None
+        env = self._s.rules.note_environment(signature, step.fingerprint, step.step, step.digest)
+        needed = ENV_COMMANDS if looks_environmental(signature) else ENV_COMMANDS_GENERIC
+        if len(env.fingerprints) < needed:
+            return None
+        if env.entry_id is not None and self.bank.kind_of(env.entry_id) == "knowledge":
+            return []
+        content = f"Environment: tool channel failing since step {env.first_step}: {env.digest}"
+        env.entry_id = self.bank.save("knowledge", content).id
+        text = environment_text(env.entry_id, env.first_step, env.digest, len(env.fingerprints))
+        return self._annotate(settings, step, text, (env.entry_id,), "environment")
+
+    def _on_failure(
+        self,
+        settings: MemorySettings,
+        step: TrajectoryStep,
+        outcome: ToolOutcome,
+        epoch_before: int,
+    ) -> list[Effect]:
+        s = self._s
+        rules = s.rules
+        assert step.key is not None
+        self._bank_dirty = True
+        environmental = self._environment_fault(settings, step, outcome)
+        if environmental is not None:
+            return environmental
+        record = rules.record_failure(
+            self.bank, step.fingerprint, step.call, step.digest, step.step
+        )
+        repeat = rules.count_repeat(step.key, step.step, epoch_before)
+        if settings.state_change_resets_repeats:
+            repeated = repeat.count >= 2
+        else:  # reference rule: the window holds ≥2 errors with this fingerprint
+            repeated = _errors_of(s.trajectory, step.fingerprint) >= 2
+        if not repeated:
+            return []
+        if settings.escalation and repeat.count >= settings.loop_stop_repeats:
+            self.signal_loop()
+            notice = loop_stop_text(step.call, repeat.count, step.digest)
+            self.bank.record_injection([record.entry_id])
+            self._emit(
+                ["loop_signal", "repeated_failure"], "rules", "injected", "loop_stop", cited=1
+            )
+            s.rules_spoke_since_step = True
+            return [StopTurn(notice, (record.entry_id,))]
+        spent_key = step.key if settings.state_change_resets_repeats else (step.fingerprint, "")
+        if spent_key in s.annotated:
+            return []  # §4: spent once per key per turn
+        text = annotation_text(record.entry_id, step.call, record.first_step, record.digest)
+        return self._annotate(
+            settings, step, text, (record.entry_id,), "repeated_failure", spent_key
+        )
+
+    def _annotate(
+        self,
+        settings: MemorySettings,
+        step: TrajectoryStep,
+        text: str,
+        cited: tuple[str, ...],
+        trigger: str,
+        spent_key: tuple[str, str] | None = None,
+    ) -> list[Effect]:
+        s = self._s
+        text = collapse_keep_newlines(text)[: settings.max_output_tokens * 4]
+        telemetry_trigger = (
+            "repeated_failure" if trigger == "repeated_failure" else "tool_error_streak"
+        )
+        if spent_key is not None:
+            s.annotated.add(spent_key)
+        if settings.escalation and text == s.last_injected_message:
+            # §12.4: identical reminder text is never delivered twice in a row.
+            self._emit([telemetry_trigger], "rules", "silent", "duplicate_reminder")
+            return []
+        s.last_injected_key = step.key
+        s.last_injected_message = text
+        s.rules_spoke_since_step = True
+        s.annotated_since_turn_end = True
+        s.spoke_this_boundary = True
+        self.bank.record_injection(cited)
+        reason = "intervened" if trigger == "repeated_failure" else "environmental_failure"
+        self._emit([telemetry_trigger], "rules", "injected", reason, cited=len(cited))
+        return [AnnotateToolResult(step.tool_call_id, text, cited, trigger, paths=step.paths)]
+
+    def _unreported_repeated_failure(
+        self, settings: MemorySettings
+    ) -> tuple[TrajectoryStep, FailureRecord] | None:
+        """The newest repeated failure since the last turn end that no reminder has
+        reported yet (§4 turn_end), with its failure record."""
+        s = self._s
+        for step in reversed(s.trajectory):
+            if step.step <= s.last_turn_end_step or step.outcome != "error" or step.key is None:
+                continue
+            if step.key == s.last_injected_key or step.key in s.annotated:
+                continue
+            record = s.rules.failures.get(step.fingerprint)
+            repeat = s.rules.repeats.get(step.key)
+            if record is None or repeat is None:
+                continue
+            if settings.state_change_resets_repeats:
+                if repeat.count < 2:
+                    continue
+            elif _errors_of(s.trajectory, step.fingerprint) < 2:
+                continue
+            return step, record
+        return None
+
+    def _capture_requirements(self, text: str) -> None:
+        """§12.5: explicit requirements in a user prompt become knowledge entries."""
+        self._bank_dirty = True
+        rules = self._s.rules
+        for sentence in extract_requirements(text):
+            key = sentence.lower()
+            if key in rules.requirements:
+                continue
+            rules.requirements.add(key)
+            try:
+                self.bank.save("knowledge", f"Requirement from the user: {sentence}")
+            except ValueError:
+                continue
+
+    def note_workspace_change(self) -> None:
+        """§12.1: the file watcher saw the workspace change; repeat counts restart.
+        The session core calls this from its watcher (watchfiles). Never raises."""
+
+        def run() -> list[Effect]:
+            if not self._disposed and self.settings().state_change_resets_repeats:
+                self._s.rules.note_change()
+            return []
+
+        self._guard("note_workspace_change", run)
+
+    def unresolved_failures(self) -> list[str]:
+        """§12.8: one line per failure record whose latest outcome for that call is
+        still an error (no later success of the same operation fingerprint), oldest
+        first: ``<call> — failed N× since step S: <digest>``. Empty when memory is
+        off or disposed. The lines may hold secrets: the handoff redacts them."""
+        if self._disposed:
+            return []
+        return [
+            f"{r.call} — failed {r.attempts}× since step {r.first_step}: {r.digest}"
+            for r in self._s.rules.failures.values()
+            if not r.resolved
+        ]

@@ -1,0 +1,163 @@
+"""The memory middleware's per-session state and its constants (MEMORY_SPEC §4).
+
+``MiddlewareState`` is everything ``reset()`` clears; the small records beside it
+are one observed tool call, a deferred reminder, the LLM step in flight and a
+pending restore offer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from clio_acp.memory.bank import TaskMemoryBank
+from clio_acp.memory.middleware.effects import InjectReminder
+from clio_acp.memory.rules import RulesMemory
+
+__all__ = [
+    "ACTIVITY_RING",
+    "RESTORE_PREFIX",
+    "RESUME_PREFIX",
+    "DeferredReminder",
+    "InFlightStep",
+    "MiddlewareState",
+    "RestoreOffer",
+    "TrajectoryStep",
+    "cited_ids",
+    "collapse_keep_newlines",
+]
+
+# MEMORY_SPEC §4 "lastDecision rules": the activity ring holds 20 events.
+ACTIVITY_RING = 20
+# MEMORY_SPEC §4 "Post-compaction restore".
+RESTORE_PREFIX = "Memory: execution state restored after compaction:\n"
+RESUME_PREFIX = "Memory: execution state restored from the saved session:\n"
+# MEMORY_SPEC §4: currentTask keeps the first 2000 chars of the turn text.
+TASK_MAX_CHARS = 2000
+# MEMORY_SPEC §4 "Post-compaction restore": this stage does not arm the restore.
+WORKING_SET_RECALL = "working_set_recall"
+# §12.3: different commands failing with one environment-shaped problem signature
+# (missing command/module, permissions, network, …) needed to call it an
+# environment fault; a generic signature needs more evidence, since on the real
+# trajectories two commands exercising the same broken code also fail alike.
+ENV_COMMANDS = 2
+ENV_COMMANDS_GENERIC = 3
+# MEMORY_SPEC §4 runPromptedStep: two consecutive llm timeouts back the tier off.
+TIMEOUT_BACKOFF = 2
+
+
+@dataclass
+class TrajectoryStep:
+    """One observed tool call (§4 trajectory step)."""
+
+    step: int
+    tool_name: str
+    fingerprint: str
+    call: str
+    outcome: Literal["ok", "error"] = "ok"
+    digest: str = ""
+    provenance: str = "legacy"
+    key: tuple[str, str] | None = None
+    informative: bool = False
+    state_changing: bool = False
+    tool_call_id: str | None = None
+    paths: tuple[str, ...] = ()
+    """Absolute workspace files the call named (its ``path`` arguments)."""
+
+    def to_policy(self) -> dict[str, Any]:
+        """The step as the policy's trajectory input (§3 ``trajectory`` item)."""
+        return {
+            "step": self.step,
+            "toolName": self.tool_name,
+            "operationFingerprint": self.fingerprint,
+            "callDescription": self.call,
+            "outcome": self.outcome,
+            "resultDigest": self.digest,
+            "resultDigestProvenance": self.provenance,
+        }
+
+
+@dataclass
+class DeferredReminder:
+    """A reminder waiting for the next boundary, tied to its turn and compaction epoch."""
+
+    reminder: InjectReminder
+    turn: int
+    epoch: int
+
+
+@dataclass
+class InFlightStep:
+    """The step in flight, with everything captured when it was *launched* (the
+    task body starts later, after a reset or compaction may already have happened)."""
+
+    generation: int
+    tier: str
+    epoch: int
+    cancel: asyncio.Event
+    origin_session: str | None
+    task: asyncio.Task[None] | None = None
+
+
+@dataclass
+class RestoreOffer:
+    """A restore offer (§12.6), pending until the request carrying it is sent."""
+
+    offer_id: str
+    text: str
+    cited: tuple[str, ...]
+    trigger: str
+
+    def reminder(self) -> InjectReminder:
+        """The offer as the ``restore``-channel effect that carries it."""
+        return InjectReminder(self.text, self.cited, self.trigger, "restore", self.offer_id)
+
+
+def collapse_keep_newlines(text: str) -> str:
+    """Collapse runs of blanks inside each line and drop empty lines."""
+    lines = [re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in text.split("\n")]
+    return "\n".join(line for line in lines if line)
+
+
+def cited_ids(text: str, bank: TaskMemoryBank) -> tuple[str, ...]:
+    """Bank ids cited as ``[tm-…]`` in ``text``, in order, never the status (§2)."""
+    ids = bank.ids()
+    status = bank.status
+    found = [m for m in re.findall(r"\[(tm-[skp]-[0-9a-z]+)\]", text) if m in ids]
+    return tuple(dict.fromkeys(i for i in found if not (status and i == status.id)))
+
+
+@dataclass
+class MiddlewareState:
+    """Everything ``reset()`` clears (§4 "reset()")."""
+
+    tool_step: int = 0
+    tools_since_memory_step: int = 0
+    consecutive_errors: int = 0
+    pending: OrderedDict[str, TrajectoryStep] = field(default_factory=OrderedDict)
+    trajectory: deque[TrajectoryStep] = field(default_factory=deque)
+    rules: RulesMemory = field(default_factory=RulesMemory)
+    last_turn_end_step: int = 0
+    compaction_pending: bool = False
+    compaction_epoch: int = 0
+    last_injected_key: tuple[str, str] | None = None
+    last_injected_message: str | None = None
+    current_task: str | None = None
+    turn: int = 0
+    turn_id: str | None = None
+    last_prompted_boundary: str | None = None
+    last_decision: dict[str, Any] | None = None
+    triggers: list[str] = field(default_factory=list)
+    activity: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=ACTIVITY_RING))
+    annotated: set[tuple[str, str]] = field(default_factory=set)
+    rules_spoke_since_step: bool = False
+    annotated_since_turn_end: bool = False
+    spoke_this_boundary: bool = False
+    consecutive_llm_timeouts: int = 0
+    deferred: list[DeferredReminder] = field(default_factory=list)
+    offer: RestoreOffer | None = None
+    observed_session: str | None = None
+    turn_aborted: bool = False
