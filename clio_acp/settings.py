@@ -128,6 +128,10 @@ class TargetSettings(_Model):
     """Deadline of one chat request on this target, ms (memory uses its own)."""
     context_window: int | None = Field(default=None, ge=1024)
     """Model window in tokens (compaction triggers at 0.8 of it); unset: 32,768."""
+    continuation_replay: bool = True
+    """Send the reasoning state a model returned (``reasoning_content``, reasoning items,
+    tool-call signatures) back to the same target+model on later requests; false: never
+    (for a server that rejects reasoning fields in its input)."""
 
     @model_validator(mode="after")
     def _url_unless_embedded(self) -> TargetSettings:

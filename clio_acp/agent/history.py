@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from clio_acp.context.compaction import SUMMARY_PREFIX, clip_message
+from clio_acp.models.continuation import CONTINUATION_KEY
 
 ROW_PROMPT = "prompt"
 ROW_ASSISTANT = "assistant"
@@ -118,6 +119,9 @@ def project(rows: Sequence[Row]) -> list[tuple[int, dict[str, Any]]]:
                 pending.extend(c["id"] for c in calls)
             if message["content"] is None and not calls:
                 message["content"] = ""
+            if data.get("continuation"):
+                # Sent back only to the route that produced it (models/continuation.py).
+                message[CONTINUATION_KEY] = data["continuation"]
             out.append((row.seq, message))
         elif row.type == ROW_TOOL_RESULT:
             call_id = data.get("tool_call_id")

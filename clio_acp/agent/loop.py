@@ -407,6 +407,7 @@ class AgentLoop:
                 "usage": usage,
                 "model": getattr(self.model, "name", None),
                 "turn_id": state.turn_id,
+                **({"continuation": turn.continuation} if turn.continuation else {}),
             },
         )
         await self.emit(

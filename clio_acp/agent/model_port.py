@@ -74,6 +74,8 @@ class ModelTurn:
     tool_calls: list[ModelToolCall] = field(default_factory=list)
     finish_reason: str | None = None
     usage: ModelUsage = field(default_factory=ModelUsage)
+    continuation: dict[str, Any] | None = None
+    """The route's reasoning state for replay, as JSON (``models/continuation.py``)."""
 
 
 class ChatModel(Protocol):
@@ -154,6 +156,7 @@ class RouterChatModel:
                 for c in completion.tool_calls
             ],
             finish_reason=completion.finish_reason,
+            continuation=completion.continuation.to_json() if completion.continuation else None,
             usage=ModelUsage(usage.input_tokens, usage.output_tokens, usage.cached_tokens or 0)
             if usage
             else ModelUsage(),

@@ -25,6 +25,12 @@ from typing import Any
 import httpx
 from httpx_sse import EventSource
 
+from clio_acp.models.continuation import (
+    Continuation,
+    ContinuationCollector,
+    RouteIdentity,
+    prepare_messages,
+)
 from clio_acp.models.errors import (
     EndpointBusyError,
     MalformedStreamError,
@@ -126,6 +132,8 @@ class Completion:
     target_id: str | None = None
     constrained: bool = False
     latency_ms: float = 0.0
+    continuation: Continuation | None = None
+    """Reasoning state to send back to the same route (``models/continuation.py``)."""
 
 
 @dataclass
@@ -214,6 +222,7 @@ class _Assembler:
         self.usage: Usage | None = None
         self.timings: Timings | None = None
         self.model: str | None = None
+        self.carry = ContinuationCollector()
 
     def feed(self, chunk: Any) -> list[StreamEvent]:
         if not isinstance(chunk, dict):
@@ -242,6 +251,7 @@ class _Assembler:
             delta = choice.get("delta") or choice.get("message") or {}
             if not isinstance(delta, dict):
                 raise MalformedStreamError("stream chunk 'delta' is not an object")
+            self.carry.feed_delta(delta)
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
                 self.reasoning.append(reasoning)
@@ -263,6 +273,7 @@ class _Assembler:
         index = index if isinstance(index, int) else position
         fn = call.get("function") or {}
         slot = self.calls.setdefault(index, {"id": None, "name": None, "args": []})
+        self.carry.feed_tool_call(index, call)
         if call.get("id") and not slot["id"]:
             slot["id"] = str(call["id"])
         if fn.get("name") and not slot["name"]:
@@ -329,7 +340,11 @@ class ModelClient:
         """The JSON body for ``request`` and whether a grammar was applied."""
         dialect = self.target.dialect
         model = request.model or self.target.default_model
-        body: dict[str, Any] = {"messages": request.messages, "stream": stream}
+        identity = RouteIdentity(self.target.id, self.target.runtime, model)
+        messages = prepare_messages(
+            request.messages, identity, replay=self.target.continuation_replay
+        )
+        body: dict[str, Any] = {"messages": messages, "stream": stream}
         if model:
             body["model"] = model
         if stream:
@@ -419,6 +434,7 @@ class ModelClient:
                         target_id=self.target.id,
                     )
             completion = assembler.completion()
+        self._stamp(completion, assembler, body)
         completion.target_id = self.target.id
         completion.constrained = constrained
         completion.latency_ms = (time.monotonic() - started) * 1000
@@ -463,12 +479,18 @@ class ModelClient:
                 "answer has no choices: not a chat completion", target_id=self.target.id
             )
         completion = assembler.completion()
+        self._stamp(completion, assembler, body)
         completion.target_id = self.target.id
         completion.constrained = constrained
         completion.latency_ms = (time.monotonic() - started) * 1000
         return completion
 
     # -- plumbing -------------------------------------------------------------
+    def _stamp(self, completion: Completion, assembler: _Assembler, body: dict[str, Any]) -> None:
+        """Attach the answer's continuation state, keyed by this route's identity."""
+        identity = RouteIdentity(self.target.id, self.target.runtime, body.get("model"))
+        completion.continuation = assembler.carry.build(identity, sorted(assembler.calls))
+
     def _timeout(self, timeout_ms: int) -> ModelTimeoutError:
         return ModelTimeoutError(
             f"target {self.target.id!r}: no complete answer within {timeout_ms} ms",

@@ -51,6 +51,8 @@ class Target:
     default_model: str | None = None
     always_reasoning_models: frozenset[str] = field(default_factory=frozenset)
     request_timeout_ms: int = 300_000
+    continuation_replay: bool = True
+    """Send a model's reasoning state back to it on later requests (``continuation``)."""
 
     @classmethod
     def from_settings(cls, entry: TargetSettings) -> Target:
@@ -64,6 +66,7 @@ class Target:
             default_model=entry.default_model,
             always_reasoning_models=frozenset(entry.always_reasoning_models),
             request_timeout_ms=entry.request_timeout_ms,
+            continuation_replay=entry.continuation_replay,
         )
 
     @property
