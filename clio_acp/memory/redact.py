@@ -1,11 +1,19 @@
 """Secret redaction for everything memory writes or shows (MEMORY_SPEC §8).
 
-Owns the ordered list of secret shapes, the ``[redacted:<kind>]`` markers, the
-marker-preserving re-redaction used by handoff render and promotion, and the
-leaf-wise redaction of JSON-shaped values (a serialized JSON string is never
-redacted as text: a value could swallow an escaped quote, bug class §11.18).
-It must not log, store or return the secret values it removes, and it must not
-import anything above ``clio_acp.memory``.
+Owns the order in which secret shapes are replaced, the ``[redacted:<kind>]``
+markers, the marker-preserving re-redaction used by handoff render and promotion,
+and the leaf-wise redaction of JSON-shaped values (a serialized JSON string is never
+redacted as text: a value could swallow an escaped quote, bug class §11.18). The
+broad ruleset is the vendored gitleaks config (``clio_acp.memory.secret_rules``);
+this module adds the §8 shapes, auth headers, credentials in URLs and env-style
+assignments. It must not log, store or return the secret values it removes, and
+it must not import anything above ``clio_acp.memory``.
+
+Order (each pass over the output of the previous one): the §8 shapes up to ``jwt``;
+the vendored service-specific rules; §8 ``assignment``; this module's extra shapes;
+the vendored ``generic-*`` rules; finally any token characters glued to a marker
+(the rest of a token longer than its rule's fixed length) join the marker. Passes
+after ``assignment`` never match inside an existing marker.
 
 Typical use::
 
@@ -18,12 +26,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from clio_acp.memory.secret_rules import Ruleset, load_ruleset
+
 __all__ = [
+    "EXTRA_KINDS",
     "REDACTION_KINDS",
     "RedactionTally",
+    "cut_redacted",
     "redact_json_value",
     "redact_preserving_markers",
     "redact_secrets_text",
@@ -41,10 +54,10 @@ class RedactionTally:
 # MEMORY_SPEC §8: the secret-flavoured key words of the assignment shape.
 _SECRET_WORDS = r"(?:api[_-]?key|apikey|secret|token|passwd|password|credential)"
 
-# MEMORY_SPEC §8: applied in exactly this order, each globally. re.ASCII keeps ``\b``
-# and ``\w`` to the ASCII meaning the reference's patterns have, so a marker or
-# value next to a non-ASCII letter behaves the same in both implementations.
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+# MEMORY_SPEC §8 shapes before ``assignment``, in order. re.ASCII keeps ``\w`` ASCII.
+# No trailing ``\b``: a token followed by ``_`` or a 17th character must still
+# match (the rest joins the marker in the residue pass).
+_SPEC_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "pem",
         re.compile(
@@ -53,42 +66,155 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             re.ASCII,
         ),
     ),
-    ("aws-access-key", re.compile(r"\bAKIA[0-9A-Z]{16}\b", re.ASCII)),
-    ("github-token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b", re.ASCII)),
-    ("github-token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}\b", re.ASCII)),
-    ("sk-key", re.compile(r"\bsk-(?:[A-Za-z0-9_-]{2,20}-)?[A-Za-z0-9_-]{16,}\b", re.ASCII)),
-    ("slack-token", re.compile(r"\bxox[bpars]-[A-Za-z0-9-]{8,}\b", re.ASCII)),
-    ("google-api-key", re.compile(r"\bAIza[0-9A-Za-z_-]{30,}\b", re.ASCII)),
+    ("aws-access-key", re.compile(r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[0-9A-Z]{16}", re.ASCII)),
+    ("github-token", re.compile(r"gh[pousr]_[A-Za-z0-9]{20,}", re.ASCII)),
+    ("github-token", re.compile(r"github_pat_[A-Za-z0-9_]{20,}", re.ASCII)),
+    (
+        "sk-key",
+        re.compile(r"sk-(?<![A-Za-z0-9]sk-)(?:[A-Za-z0-9_-]{2,20}-)?[A-Za-z0-9_-]{16,}", re.ASCII),
+    ),
+    ("slack-token", re.compile(r"xox[bpars]-[A-Za-z0-9-]{8,}", re.ASCII)),
+    ("google-api-key", re.compile(r"AIza[0-9A-Za-z_-]{30,}", re.ASCII)),
     (
         "jwt",
-        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}\b", re.ASCII),
-    ),
-    (
-        "assignment",
-        # Group 1 (kept): a secret-flavoured key, optional quote, ':' or '=', optional
-        # quote. The lookahead (DF-12) skips a value that opens a call with no argument,
-        # a literal or the end of text (``BASE_TOKENS = frozenset({``), so code
-        # constants survive while ``password: Summer2024(!)`` is still a value.
-        # The value never runs into a U+E000 marker placeholder (see
-        # ``redact_preserving_markers``), so ``api_key=api_key=[redacted:jwt]`` keeps
-        # its marker and a second pass changes nothing (a property test pins this).
         re.compile(
-            r"\b((?:[A-Za-z0-9_-]*" + _SECRET_WORDS + r"[A-Za-z0-9_-]*)"
-            r"\s*[\"']?\s*[:=]\s*[\"']?)"
-            r"(?![A-Za-z_][\w.]*\((?:[\s\"'{\[)]|\Z))"
-            r"([^\s\"'`;,&|<>\ue000]{8,})",
-            re.ASCII | re.IGNORECASE,
+            r"eyJ(?<![A-Za-z0-9]eyJ)[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{4,}",
+            re.ASCII,
         ),
     ),
 )
 
-REDACTION_KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, _ in _PATTERNS))
-"""The marker kinds in application order (§8)."""
+# Group 1 (kept): a secret-flavoured key, optional quote, ':' or '=', optional
+# quote. The lookahead (DF-12) skips a value that opens a call with no argument,
+# a literal or the end of text (``BASE_TOKENS = frozenset({``), so code constants
+# survive while ``password: Summer2024(!)`` is still a value. The value never runs
+# into a U+E000 marker placeholder (see ``redact_preserving_markers``).
+_ASSIGNMENT = re.compile(
+    r"\b((?:[A-Za-z0-9_-]*" + _SECRET_WORDS + r"[A-Za-z0-9_-]*)"
+    r"\s*[\"']?\s*[:=]\s*[\"']?)"
+    r"(?![A-Za-z_][\w.]*\((?:[\s\"'{\[)]|\Z))"
+    r"([^\s\"'`;,&|<>\ue000]{8,})",
+    re.ASCII | re.IGNORECASE,
+)
 
-_MARKER = re.compile(r"\[redacted:[a-z-]+\]")
+_TOKEN_CHARS = r"[A-Za-z0-9._~+/-]"
+# Secret-flavoured names beyond §8's words, as config files and shells spell them
+# (from the key word on: what precedes it in the name does not matter).
+_SECRET_NAME = (
+    r"(?:api[_-]?key|apikey|secret|token|passw(?:or)?d|pwd|pass|passphrase"
+    r"|credentials?|auth|private[_-]?key|access[_-]?key)[A-Za-z0-9_.-]*"
+)
+
+# Runs after ``assignment``: a quoted value after a secret-flavoured name is one
+# value, whatever it holds (``SECRET_KEY = 'a&b#c…'`` keeps its tail after the
+# first ``&`` from ``assignment``). Group ``secret`` is what is replaced, markers
+# inside it included, unless it is exactly one marker already.
+_QUOTED_ASSIGNMENT = re.compile(
+    r"(?i)" + _SECRET_NAME + r"[\"']?\s*(?::=|=>|[:=])\s*(?P<q>[\"'])"
+    r"(?P<secret>(?:(?!(?P=q))[^\n\\\ue000]|\\.){8,256})(?P=q)"
+)
+
+# Shapes this module adds after ``assignment``: (kind, lowercase needles of which one
+# must occur for the pattern to run, pattern). Group ``secret`` is replaced; spans
+# inside an existing marker are skipped.
+_EXTRA_SHAPES: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+    (
+        "auth-header",
+        ("authorization",),
+        re.compile(
+            r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
+            r"(?:(?:bearer|basic|digest|token|bot|negotiate|apikey)\s+)?"
+            r"(?!(?:bearer|basic|digest|token|bot|negotiate|apikey)\b)"
+            rf"(?P<secret>{_TOKEN_CHARS}{{6,}}=*)"
+        ),
+    ),
+    (
+        "auth-header",
+        ("bearer", "basic"),
+        # A bare scheme and credentials: at least 16 characters, or 8 with a digit,
+        # so prose ("Basic authentication") stays.
+        re.compile(
+            rf"\b(?:Bearer|bearer|BEARER|Basic|basic|BASIC)\s+(?P<secret>(?={_TOKEN_CHARS}*[0-9])"
+            rf"{_TOKEN_CHARS}{{8,}}=*|{_TOKEN_CHARS}{{16,}}=*)"
+        ),
+    ),
+    (
+        "url-credentials",
+        ("://",),
+        re.compile(
+            r"://(?<=[A-Za-z0-9]://)[^\s/?#@:\"'<>]{0,256}:"
+            r"(?P<secret>[^\s/?#@\"'<>]{3,256})@"
+        ),
+    ),
+    (
+        "url-query-secret",
+        ("=",),
+        re.compile(
+            r"(?i)[?&;](?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token"
+            r"|x-goog-signature|key|apikey|client_secret|access_token|refresh_token|auth)"
+            r"=(?P<secret>[^&\s#\"'<>]{8,})"
+        ),
+    ),
+    (
+        "connection-string",
+        ("=",),
+        re.compile(
+            r"(?i)\b(?:AccountKey|SharedAccessKey|SharedAccessSignature|Password|Pwd)"
+            r"\s*=\s*(?P<secret>[^;\s\"'<>]{6,})"
+        ),
+    ),
+    (
+        "env-assignment",
+        ("=", ":"),
+        # An upper-case variable named like a secret (MYSQL_PWD, REDIS_PASS,
+        # STRIPE_KEY, DOCKER_AUTH …); not a ``$VAR`` reference.
+        re.compile(
+            r"\b[A-Z][A-Z0-9_]*(?:PWD|PASS|PASSWD|PASSWORD|PASSPHRASE|AUTH|KEY|SECRET"
+            r"|TOKEN|CREDENTIALS?|SIG|SAS|PRIVATE)[\"']?\s*[:=]\s*[\"']?"
+            r"(?![$])(?P<secret>[^\s\"'`;,&|<>]{6,})"
+        ),
+    ),
+    (
+        "docker-auth",
+        ('"auth"', 'token"'),
+        re.compile(
+            r"\"(?:auth|identitytoken|registrytoken)\"\s*:\s*\"(?P<secret>[A-Za-z0-9+/=_.-]{8,})\""
+        ),
+    ),
+    ("netrc-password", ("password",), re.compile(r"\blogin\s+\S+\s+password\s+(?P<secret>\S{3,})")),
+    (
+        "discord-webhook",
+        ("webhooks/",),
+        re.compile(r"discord(?:app)?\.com/api/webhooks/\d+/(?P<secret>[A-Za-z0-9_-]{20,})"),
+    ),
+    # Well-known prefixes the vendored rules do not cover.
+    ("stripe-webhook-secret", ("whsec_",), re.compile(r"(?P<secret>whsec_[A-Za-z0-9+/=]{20,})")),
+    ("google-oauth-token", ("ya29.",), re.compile(r"(?P<secret>ya29\.[A-Za-z0-9_-]{20,})")),
+    ("google-oauth-token", ("1//0",), re.compile(r"(?P<secret>1//0[A-Za-z0-9_-]{30,})")),
+    ("google-client-secret", ("gocspx-",), re.compile(r"(?P<secret>GOCSPX-[A-Za-z0-9_-]{20,})")),
+)
+
+REDACTION_KINDS: tuple[str, ...] = (
+    *dict.fromkeys(kind for kind, _ in _SPEC_SHAPES),
+    "assignment",
+)
+"""The MEMORY_SPEC §8 marker kinds in application order."""
+
+EXTRA_KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, _, _ in _EXTRA_SHAPES))
+"""Kinds this module adds beyond §8; the vendored rules add their rule ids."""
+
+_MARKER = re.compile(r"\[redacted:[a-z0-9-]+\]")
 # §8 marker preservation: U+E000 then U+E100+i stands in for the i-th marker.
 _PLACEHOLDER_LEAD = "\ue000"
 _PLACEHOLDER_BASE = 0xE100
+_MARKER_OR_PLACEHOLDER = re.compile(r"\[redacted:[a-z0-9-]+\]|\ue000[\ue100-\uf8ff]")
+# Token characters glued to a marker: the rest of a token longer than the rule's
+# fixed length (``AKIA`` + 17, ``ghp_…_x``) or text after a marker
+# (``token=[redacted:x]supersecret``). A sentence's final dot stays.
+_RESIDUE = re.compile(
+    r"(\[redacted:[a-z0-9-]+\]|\ue000[\ue100-\uf8ff])"
+    r"[A-Za-z0-9_+/=%-]+(?:\.[A-Za-z0-9_+/=%-]+)*"
+)
 
 # DF-12: a JSON property name that looks like a secret key, and a credential-shaped
 # value prefix (the assignment pattern's value half).
@@ -99,23 +225,104 @@ _CREDENTIAL_PREFIX = re.compile(r"^[^\s\"'`;,&|<>]{8,}")
 def redact_secrets_text(text: str, tally: RedactionTally | None = None) -> str:
     """Replace every secret-shaped span of ``text`` with ``[redacted:<kind>]`` (§8).
 
-    Patterns run in the §8 order, each over the output of the previous one, so one
-    secret can be counted twice (``API_KEY=sk-…`` → sk-key, then assignment). For
-    ``assignment`` only the value is replaced; key and separator stay. Adds the
+    Passes run in the module docstring's order, each over the output of the
+    previous one, so one secret can be counted twice (``API_KEY=sk-…`` → sk-key,
+    then assignment). For key/value shapes only the value is replaced. Adds the
     number of replacements to ``tally`` when given. Never raises for a ``str``.
     """
-    out = text
     count = 0
-    for kind, pattern in _PATTERNS:
-        marker = f"[redacted:{kind}]"
-        if kind == "assignment":
-            out, n = pattern.subn(lambda m, marker=marker: m.group(1) + marker, out)
-        else:
-            out, n = pattern.subn(marker, out)
+    out = text
+    for kind, pattern in _SPEC_SHAPES:
+        out, n = pattern.subn(f"[redacted:{kind}]", out)
         count += n
+    ruleset = load_ruleset()
+    candidates = ruleset.candidates(text.lower())
+    specific = [rule for rule in candidates if not rule.rule_id.startswith("generic")]
+    out, n = _apply_vendored(ruleset, specific, out)
+    count += n
+    out, n = _ASSIGNMENT.subn(lambda m: m.group(1) + "[redacted:assignment]", out)
+    count += n
+    out, n = _redact_quoted_values(out)
+    count += n
+    lowered = out.lower()
+    for kind, needles, pattern in _EXTRA_SHAPES:
+        if not any(needle in lowered for needle in needles):
+            continue
+        out, n = _replace_spans(out, _secret_spans(pattern, out), kind)
+        count += n
+    generic = [rule for rule in candidates if rule.rule_id.startswith("generic")]
+    out, n = _apply_vendored(ruleset, generic, out)
+    count += n
+    out, n = _RESIDUE.subn(r"\1", out)
+    count += n
     if tally is not None:
         tally.count += count
     return out
+
+
+def _redact_quoted_values(text: str) -> tuple[str, int]:
+    count = 0
+
+    def _replace(match: re.Match[str]) -> str:
+        nonlocal count
+        if _MARKER.fullmatch(match.group("secret")):
+            return match.group(0)
+        count += 1
+        start, end = match.span("secret")
+        base = match.start()
+        whole = match.group(0)
+        return whole[: start - base] + "[redacted:assignment]" + whole[end - base :]
+
+    return _QUOTED_ASSIGNMENT.sub(_replace, text), count
+
+
+def _secret_spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int]]:
+    return [m.span("secret") for m in pattern.finditer(text) if m.group("secret")]
+
+
+def _apply_vendored(ruleset: Ruleset, rules: Iterable[Any], text: str) -> tuple[str, int]:
+    count = 0
+    for rule in rules:
+        if rule.pattern is None:
+            continue
+        text, n = _replace_spans(text, list(ruleset.secret_spans(rule, text)), rule.rule_id)
+        count += n
+    return text, count
+
+
+def _replace_spans(text: str, spans: list[tuple[int, int]], kind: str) -> tuple[str, int]:
+    """Replace each span not overlapping an existing marker with ``[redacted:kind]``."""
+    if not spans:
+        return text, 0
+    markers = [m.span() for m in _MARKER_OR_PLACEHOLDER.finditer(text)]
+    pieces: list[str] = []
+    last = count = 0
+    for start, end in spans:
+        if start < last or any(s < end and start < e for s, e in markers):
+            continue
+        pieces.append(text[last:start])
+        pieces.append(f"[redacted:{kind}]")
+        last = end
+        count += 1
+    pieces.append(text[last:])
+    return "".join(pieces), count
+
+
+def cut_redacted(text: str, limit: int, tally: RedactionTally | None = None) -> str:
+    """Redact ``text`` with markers preserved, then cut it to at most ``limit`` chars.
+
+    The cut comes after redaction, so a marker that is longer than the secret it
+    replaced can never push a bounded field past its limit; a marker the cut would
+    split is dropped whole rather than left half (a half marker could read as text).
+    """
+    out = redact_preserving_markers(text, tally)
+    if len(out) <= limit:
+        return out
+    cut = out[:limit]
+    opening = cut.rfind("[redacted:")
+    if opening >= 0 and "]" not in cut[opening:]:
+        cut = cut[:opening]
+    return cut
 
 
 def redact_preserving_markers(text: str, tally: RedactionTally | None = None) -> str:

@@ -1,0 +1,337 @@
+"""The vendored secret-scanner ruleset (gitleaks' default config) as Python patterns.
+
+Owns loading ``gitleaks.toml`` (MIT, see ``LICENSE`` and ``README.md`` beside this
+file for the version and the update procedure) with stdlib ``tomllib``, translating
+its Go RE2 patterns to ``re`` (scoped inline flags, ``\\z``, POSIX classes), the
+keyword prefilter gitleaks uses, the Shannon-entropy floor and the per-rule and
+global allowlists. Rules that only make sense for a file path (``path = …``) are
+left out: redaction sees text, never a path. Patterns compile lazily, on the first
+text that holds one of the rule's keywords, so importing this costs no compile.
+
+Typical use::
+
+    ruleset = load_ruleset()
+    for rule in ruleset.candidates(text.lower()):
+        for start, end in ruleset.secret_spans(rule, text):
+            ...
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import tomllib
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cache, cached_property
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RULES_FILE", "Allowlist", "Ruleset", "SecretRule", "go_regex_to_python", "load_ruleset"]
+
+log = logging.getLogger(__name__)
+
+RULES_FILE = Path(__file__).with_name("gitleaks.toml")
+
+_POSIX_CLASSES = {
+    "alnum": "a-zA-Z0-9",
+    "alpha": "a-zA-Z",
+    "digit": "0-9",
+    "xdigit": "0-9a-fA-F",
+    "upper": "A-Z",
+    "lower": "a-z",
+    "space": r"\s",
+    "word": r"\w",
+    "punct": r"!-/:-@\[-`{-~",
+}
+_GITLEAKS_TERMINATOR = r"""(?:[\x60'"\s;]|\\[nr]|$)"""
+_OPTIONAL_TERMINATOR = r"""(?:[\x60'"\s;]|\\[nr]|$)?"""
+_INLINE_FLAGS = re.compile(r"\(\?([imsU]+)\)")
+
+
+def go_regex_to_python(pattern: str) -> str:
+    """Translate a Go RE2 pattern to Python ``re`` syntax.
+
+    RE2 lets ``(?i)`` appear mid-pattern, applying to the rest of the enclosing
+    group (every later alternative included); Python only accepts it at the start,
+    so each such flag becomes a scoped ``(?i:…)`` per alternative. ``\\z`` becomes
+    ``\\Z`` and ``[[:alnum:]]``-style classes are spelled out. Raises nothing; a
+    pattern Python still refuses fails at compile time.
+    """
+    pattern = pattern.replace(r"\z", r"\Z")
+    for name, spelled in _POSIX_CLASSES.items():
+        pattern = pattern.replace(f"[:{name}:]", spelled)
+    lead = _INLINE_FLAGS.match(pattern)
+    head = lead.group(0) if lead else ""
+    return head + _scope_inline_flags(pattern[len(head) :])
+
+
+def _scope_inline_flags(pattern: str) -> str:
+    out: list[str] = []
+    # One entry per open group: the flags opened inside it that still need closing.
+    open_flags: list[list[str]] = [[]]
+    i, in_class = 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            if pattern[i + 1 : i + 2] == "]" or pattern[i + 1 : i + 3] == "^]":
+                out.append(pattern[i : i + 2 + (pattern[i + 1] == "^")])
+                i += 2 + (pattern[i + 1] == "^")
+                continue
+        elif flag := _INLINE_FLAGS.match(pattern, i):
+            out.append(f"(?{flag.group(1).replace('U', '')}:")
+            open_flags[-1].append(flag.group(1))
+            i = flag.end()
+            continue
+        elif ch == "(":
+            open_flags.append([])
+        elif ch == "|":
+            out.append(")" * len(open_flags[-1]) + "|")
+            out.extend(f"(?{f.replace('U', '')}:" for f in open_flags[-1])
+            i += 1
+            continue
+        elif ch == ")" and len(open_flags) > 1:
+            out.append(")" * len(open_flags.pop()))
+        out.append(ch)
+        i += 1
+    out.append(")" * len(open_flags[0]))
+    return "".join(out)
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return re.compile(go_regex_to_python(pattern))
+
+
+def shannon_entropy(text: str) -> float:
+    """Bits per character of ``text`` (gitleaks' entropy floor); 0.0 for ``""``."""
+    if not text:
+        return 0.0
+    size = len(text)
+    return -sum(n / size * math.log2(n / size) for n in Counter(text).values())
+
+
+@dataclass(frozen=True)
+class Allowlist:
+    """One gitleaks allowlist: a finding it matches is not a secret.
+
+    ``target`` is what ``regexes`` test (``secret``, ``match`` or ``line``);
+    ``stopwords`` are tested against the lowercased secret. A list that also names
+    paths never matches with ``condition = "AND"`` and ignores them with ``OR``
+    (redaction has no path).
+    """
+
+    regex_sources: tuple[str, ...] = ()
+    stopwords: tuple[str, ...] = ()
+    target: str = "secret"
+    require_all: bool = False
+    has_paths: bool = False
+
+    @cached_property
+    def regexes(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(_compile(source) for source in self.regex_sources)
+
+    def allows(self, secret: str, match: str, line: str) -> bool:
+        checks: list[bool] = []
+        if self.has_paths:
+            checks.append(False)
+        if self.regex_sources:
+            subject = {"match": match, "line": line}.get(self.target, secret)
+            checks.append(any(regex.search(subject) for regex in self.regexes))
+        if self.stopwords:
+            lowered = secret.lower()
+            checks.append(any(word in lowered for word in self.stopwords))
+        if not checks:
+            return False
+        return all(checks) if self.require_all else any(checks)
+
+
+@dataclass(frozen=True)
+class SecretRule:
+    """One detection rule: ``rule_id`` becomes the ``[redacted:<rule_id>]`` kind."""
+
+    rule_id: str
+    source: str
+    keywords: tuple[str, ...]
+    entropy: float = 0.0
+    secret_group: int = 0
+    allowlists: tuple[Allowlist, ...] = ()
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str] | None:
+        """The compiled pattern, or None (logged once) if Python refuses it.
+
+        A service-specific rule's closing delimiter (quote, space, ``;`` or end) is
+        made optional: gitleaks wants it to keep scan noise down, but redaction must
+        not let ``hf_…`` through because a ``.`` or ``)`` follows it. Whatever
+        token characters follow a fixed-length match join its marker afterwards.
+        """
+        source = self.source
+        if not self.rule_id.startswith("generic"):
+            source = source.replace(_GITLEAKS_TERMINATOR, _OPTIONAL_TERMINATOR)
+        try:
+            return _compile(source)
+        except re.error as error:
+            log.warning("secret rule %s left out: %s", self.rule_id, error)
+            return None
+
+    def secret_span(self, match: re.Match[str]) -> tuple[int, int] | None:
+        """The span gitleaks reports as the secret: ``secretGroup``, else the first
+        non-empty group, else the whole match."""
+        if self.secret_group and self.secret_group <= (match.re.groups or 0):
+            group = self.secret_group
+            return match.span(group) if match.group(group) else None
+        for group in range(1, (match.re.groups or 0) + 1):
+            if match.group(group):
+                return match.span(group)
+        return match.span() if match.group() else None
+
+
+@dataclass(frozen=True)
+class Ruleset:
+    """The usable rules, the global allowlist and what was left out (and why)."""
+
+    rules: tuple[SecretRule, ...]
+    global_allowlist: Allowlist
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def _by_keyword(self) -> dict[str, tuple[int, ...]]:
+        index: dict[str, list[int]] = {}
+        for position, rule in enumerate(self.rules):
+            for keyword in rule.keywords:
+                index.setdefault(keyword, []).append(position)
+        return {keyword: tuple(positions) for keyword, positions in index.items()}
+
+    def candidates(self, lowered: str) -> list[SecretRule]:
+        """Rules with at least one keyword in ``lowered`` (the text, lowercased), in
+        file order: gitleaks' prefilter, so most texts run no rule at all."""
+        hits = {p for kw, ps in self._by_keyword.items() if kw in lowered for p in ps}
+        return [self.rules[position] for position in sorted(hits)]
+
+    def secret_spans(self, rule: SecretRule, text: str) -> Iterator[tuple[int, int]]:
+        """Spans of ``text`` that ``rule`` reports as secrets after its entropy floor
+        (and gitleaks' digit requirement for ``generic-*`` rules) and allowlists."""
+        if rule.pattern is None:
+            return
+        for match in _matches(rule, text):
+            span = rule.secret_span(match)
+            if span is None:
+                continue
+            secret = text[span[0] : span[1]]
+            if rule.entropy and shannon_entropy(secret) <= rule.entropy:
+                continue
+            if rule.entropy and rule.rule_id.startswith("generic") and not _has_digit(secret):
+                continue
+            line = _line_around(text, match.start(), match.end())
+            lists = (*rule.allowlists, self.global_allowlist)
+            if any(allow.allows(secret, match.group(), line) for allow in lists):
+                continue
+            yield span
+
+
+# gitleaks' "keyword, up to 20 name chars, separator, value" template: a match starts
+# at most 50 name characters before its keyword, on the keyword's line.
+_KEYWORD_TEMPLATE_PREFIX = r"(?i)[\w.-]{0,50}?(?:"
+
+
+def _matches(rule: SecretRule, text: str) -> Iterator[re.Match[str]]:
+    """``rule.pattern.finditer(text)``; for template rules only on the lines holding a
+    keyword (and the line after, for a value on the next line). Python's engine
+    backtracks where Go's RE2 does not: scanning a 50 KB file with the template at
+    every offset costs ~100 ms, its keyword lines a few."""
+    assert rule.pattern is not None
+    if not rule.source.startswith(_KEYWORD_TEMPLATE_PREFIX):
+        yield from rule.pattern.finditer(text)
+        return
+    for start, end in _keyword_windows(text, rule.keywords):
+        yield from rule.pattern.finditer(text, start, end)
+
+
+def _keyword_windows(text: str, keywords: tuple[str, ...]) -> list[tuple[int, int]]:
+    lowered = text.lower()
+    windows: list[tuple[int, int]] = []
+    for keyword in keywords:
+        at = lowered.find(keyword)
+        while at >= 0:
+            start = text.rfind("\n", 0, at) + 1
+            line_end = text.find("\n", at)
+            next_end = text.find("\n", line_end + 1) if line_end >= 0 else -1
+            end = len(text) if line_end < 0 or next_end < 0 else next_end
+            windows.append((start, end))
+            at = lowered.find(keyword, max(at + 1, line_end if line_end >= 0 else len(text)))
+    windows.sort()
+    merged: list[tuple[int, int]] = []
+    for start, end in windows:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _has_digit(text: str) -> bool:
+    return any(ch.isdigit() for ch in text)
+
+
+def _line_around(text: str, start: int, end: int) -> str:
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    return text[line_start : line_end if line_end >= 0 else len(text)]
+
+
+def _allowlist(raw: dict[str, Any]) -> Allowlist:
+    return Allowlist(
+        regex_sources=tuple(str(r) for r in raw.get("regexes", ())),
+        stopwords=tuple(str(w).lower() for w in raw.get("stopwords", ())),
+        target=str(raw.get("regexTarget", "secret")),
+        require_all=str(raw.get("condition", "OR")).upper() == "AND",
+        has_paths=bool(raw.get("paths")),
+    )
+
+
+def _rule(raw: dict[str, Any]) -> SecretRule:
+    return SecretRule(
+        rule_id=str(raw["id"]),
+        source=str(raw["regex"]),
+        keywords=tuple(str(k).lower() for k in raw.get("keywords", ())),
+        entropy=float(raw.get("entropy", 0.0)),
+        secret_group=int(raw.get("secretGroup", 0)),
+        allowlists=tuple(_allowlist(a) for a in raw.get("allowlists", ())),
+    )
+
+
+@cache
+def load_ruleset(path: Path = RULES_FILE) -> Ruleset:
+    """Parse the vendored rules file (cached per path).
+
+    Left out, with the reason in ``Ruleset.skipped``: rules scoped to file paths,
+    rules without a pattern or keywords (a rule without keywords would run on every
+    text). A pattern Python cannot compile is left out when first used (logged).
+    Raises ``OSError`` or
+    ``tomllib.TOMLDecodeError`` only if the vendored file itself is missing or broken.
+    """
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    rules: list[SecretRule] = []
+    skipped: dict[str, str] = {}
+    for raw in data.get("rules", ()):
+        rule_id = str(raw.get("id", "?"))
+        if "path" in raw:
+            skipped[rule_id] = "scoped to file paths"
+        elif "regex" not in raw or not raw.get("keywords"):
+            skipped[rule_id] = "no pattern or no keywords"
+        else:
+            rules.append(_rule(raw))
+    global_allowlist = _allowlist(data.get("allowlist", {}) | {"paths": []})
+    return Ruleset(tuple(rules), global_allowlist, skipped)
