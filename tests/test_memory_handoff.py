@@ -95,6 +95,7 @@ def test_render_is_a_single_line_v2_fence_without_status_and_redacted(bank: Task
         "injectionCount",
         "createdAt",
         "lastTouchedAt",
+        "origin",
     }
     assert "Private" not in text and "tm-s-" not in text
     assert "abcdef123456789" not in text

@@ -21,6 +21,12 @@ from typing import Any, Literal
 
 EntryKind = Literal["status", "knowledge", "procedural"]
 SavableKind = Literal["knowledge", "procedural"]
+# MEMORY_SPEC §14.2: who wrote an entry. ``rules`` (the rules tier), ``model`` (an LLM
+# memory step), ``seed`` (imported from a handoff), ``user`` (written by hand).
+EntryOrigin = Literal["rules", "model", "seed", "user"]
+ENTRY_ORIGINS: tuple[EntryOrigin, ...] = ("rules", "model", "seed", "user")
+# Snapshots written before §14 carry no origin; every entry then was open to the model.
+LEGACY_ORIGIN: EntryOrigin = "model"
 
 # MEMORY_SPEC §1 constants.
 DEFAULT_KNOWLEDGE_CAP = 20
@@ -104,7 +110,8 @@ def id_suffix(entry_id: str) -> int | None:
 
 @dataclass
 class TaskMemoryEntry:
-    """One bank entry. Timestamps are canonical UTC ISO strings (``…sssZ``)."""
+    """One bank entry. Timestamps are canonical UTC ISO strings (``…sssZ``);
+    ``origin`` says who wrote it last (§14.2)."""
 
     id: str
     kind: EntryKind
@@ -112,9 +119,11 @@ class TaskMemoryEntry:
     created_at: str
     last_touched_at: str
     injection_count: int = 0
+    origin: EntryOrigin = "model"
 
     def to_dict(self) -> dict[str, Any]:
-        """The camelCase wire/snapshot shape of the reference implementation."""
+        """The camelCase wire/snapshot shape of the reference implementation, plus
+        ``origin`` (§14.2; readers that do not know it ignore it)."""
         return {
             "id": self.id,
             "kind": self.kind,
@@ -122,6 +131,7 @@ class TaskMemoryEntry:
             "createdAt": self.created_at,
             "lastTouchedAt": self.last_touched_at,
             "injectionCount": self.injection_count,
+            "origin": self.origin,
         }
 
     @classmethod
@@ -136,6 +146,9 @@ class TaskMemoryEntry:
         entry_id = data["id"]
         if not isinstance(entry_id, str) or not entry_id.strip():
             raise ValueError("entry id must be a non-blank string")
+        origin = data.get("origin", LEGACY_ORIGIN)
+        if origin not in ENTRY_ORIGINS:
+            raise ValueError(f"unknown entry origin {origin!r} of {entry_id}")
         for field in ("createdAt", "lastTouchedAt"):
             # §1: canonical UTC ISO with milliseconds and Z; anything else would sort
             # wrongly for eviction and make a later handoff unparseable (§7).
@@ -148,7 +161,15 @@ class TaskMemoryEntry:
             created_at=data["createdAt"],
             last_touched_at=data["lastTouchedAt"],
             injection_count=count,
+            origin=origin,
         )
+
+
+def check_origin(origin: object) -> EntryOrigin:
+    """``origin`` if it is one of ``ENTRY_ORIGINS``; else ``ValueError``."""
+    if origin not in ENTRY_ORIGINS:
+        raise ValueError(f"unknown entry origin {origin!r}")
+    return origin  # type: ignore[return-value]
 
 
 def _positive_cap(value: object, default: int) -> int:
@@ -213,6 +234,11 @@ class TaskMemoryBank:
                 return replace(entries[entry_id])
         return None
 
+    def origin_of(self, entry_id: str) -> EntryOrigin | None:
+        """The origin of the entry with this id (any class), or None (§14.2)."""
+        entry = self.get(entry_id)
+        return entry.origin if entry else None
+
     def kind_of(self, entry_id: str) -> EntryKind | None:
         """The class holding ``entry_id``, or None."""
         entry = self.get(entry_id)
@@ -235,27 +261,41 @@ class TaskMemoryBank:
         self._counter += 1
         return entry_id
 
-    def update_status(self, content: str) -> TaskMemoryEntry:
+    def update_status(self, content: str, *, origin: EntryOrigin = "model") -> TaskMemoryEntry:
         """Create the status entry or overwrite its content (id, createdAt and
-        injectionCount kept; lastTouchedAt bumped). Raises ``ValueError`` if empty."""
+        injectionCount kept; lastTouchedAt bumped; origin becomes ``origin``).
+        Raises ``ValueError`` if empty or for an unknown origin. The bank does not
+        police who may overwrite whom: the policy step does (§14.2)."""
+        origin = check_origin(origin)
         text = normalize_content(content)
         now = self._now()
         if self._status is None:
-            self._status = TaskMemoryEntry(self._next_id("status"), "status", text, now, now)
+            self._status = TaskMemoryEntry(
+                self._next_id("status"), "status", text, now, now, origin=origin
+            )
         else:
             self._status.content = text
             self._status.last_touched_at = now
+            self._status.origin = origin
         return replace(self._status)
 
-    def save(self, kind: SavableKind, content: str, entry_id: str | None = None) -> TaskMemoryEntry:
+    def save(
+        self,
+        kind: SavableKind,
+        content: str,
+        entry_id: str | None = None,
+        *,
+        origin: EntryOrigin = "model",
+    ) -> TaskMemoryEntry:
         """Create (no id) or update (id of an entry *in this class*) an entry, then
-        evict while the class is over its cap.
+        evict while the class is over its cap. The entry's origin becomes ``origin``.
 
         Raises ``KeyError`` ("… not found") for an id not in ``kind``, ``ValueError``
-        for empty content or an unknown kind.
+        for empty content, an unknown kind or an unknown origin.
         """
         if kind not in self._entries:
             raise ValueError(f"cannot save task memory of kind {kind!r}")
+        origin = check_origin(origin)
         text = normalize_content(content)
         entries = self._entries[kind]
         now = self._now()
@@ -265,8 +305,9 @@ class TaskMemoryBank:
             entry = entries[entry_id]
             entry.content = text
             entry.last_touched_at = now
+            entry.origin = origin
         else:
-            entry = TaskMemoryEntry(self._next_id(kind), kind, text, now, now)
+            entry = TaskMemoryEntry(self._next_id(kind), kind, text, now, now, origin=origin)
             entries[entry.id] = entry
         result = replace(entry)
         self._evict(kind)
@@ -362,7 +403,8 @@ class TaskMemoryBank:
     # -- snapshots -------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """``{version:1, status|None, knowledge[], procedural[]}`` of deep copies,
+        """``{version:1, status|None, knowledge[], procedural[]}`` of deep copies (entries
+        carry ``origin``, §14.2),
         each class in createdAt asc then id order."""
 
         def ordered(kind: SavableKind) -> list[dict[str, Any]]:
@@ -432,10 +474,13 @@ def _usable_budget(budget: float) -> bool:
 __all__ = [
     "DEFAULT_KNOWLEDGE_CAP",
     "DEFAULT_PROCEDURAL_CAP",
+    "ENTRY_ORIGINS",
     "MAX_CONTENT_CHARS",
     "EntryKind",
+    "EntryOrigin",
     "TaskMemoryBank",
     "TaskMemoryEntry",
+    "check_origin",
     "collapse_whitespace",
     "estimate_tokens",
     "id_suffix",

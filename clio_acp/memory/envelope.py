@@ -112,12 +112,14 @@ class ResolvedOperations:
     """Ops after identity repair against the pre-step bank (§2 "Identity repair").
 
     ``operations`` are to be applied in order: a save keeps its ``id`` only when it
-    names an existing entry of the same class; ``unresolved`` counts the deletes of
-    unknown (or already deleted) ids, which add to ``droppedOperations``.
+    names an existing entry of the same class; ``unresolved`` counts the ops dropped
+    here — deletes of unknown (or already deleted) ids and the ops refused by §14.2
+    — which add to ``droppedOperations``; ``refused`` is the §14.2 part of it.
     """
 
     operations: tuple[Operation, ...] = ()
     unresolved: int = 0
+    refused: int = 0
 
 
 # ---------------------------------------------------------------------------------
@@ -560,15 +562,20 @@ def resolve_operations(
     status_id: str | None,
     knowledge_ids: Iterable[str],
     procedural_ids: Iterable[str],
+    *,
+    protected_ids: Iterable[str] = (),
 ) -> ResolvedOperations:
-    """Repair op identities against the bank as it was *before* the step (§2).
+    """Repair op identities against the bank as it was *before* the step (§2), and
+    refuse the ops that would touch an entry the model did not write (§14.2).
 
-    - ``update_status`` is always kept.
-    - A save whose id names an entry of the same class is an update; an unknown id,
-      an id of the other class or the status id is dropped and the save creates a
-      new entry.
+    - ``update_status`` is kept, unless the status id is protected (refused).
+    - A save whose id names an entry of the same class is an update — refused when
+      that entry is protected; an unknown id, an id of the other class or the status
+      id is dropped and the save creates a new entry.
     - A delete of a known id (any class, status included) is kept and the id leaves
-      the map (a second delete of it is unresolved); an unknown delete is unresolved.
+      the map (a second delete of it is unresolved); an unknown delete is unresolved;
+      a delete of a protected id is refused.
+    ``protected_ids`` are the ids whose origin is not ``model`` (rules, seed, user).
     Order is preserved. Pure: the caller applies the result.
     """
     classes: dict[str, str] = {}  # id -> status | knowledge | procedural
@@ -578,9 +585,19 @@ def resolve_operations(
         classes[entry_id] = "knowledge"
     for entry_id in procedural_ids:
         classes[entry_id] = "procedural"
+    protected = set(protected_ids)
     resolved: list[Operation] = []
-    unresolved = 0
+    unresolved = refused = 0
     for op in operations:
+        target = status_id if op.op == "update_status" else op.id
+        if target is not None and target in protected and target in classes:
+            if op.op != "update_status" and op.op in _SAVE_CLASS:
+                if classes[target] != _SAVE_CLASS[op.op]:
+                    # an id of another class never overwrites: a new entry
+                    resolved.append(Operation(op=op.op, content=op.content, id=None))
+                    continue
+            refused += 1
+            continue
         if op.op == "update_status":
             resolved.append(op)
         elif op.op in _SAVE_CLASS:
@@ -593,4 +610,6 @@ def resolve_operations(
                 resolved.append(op)
             else:
                 unresolved += 1
-    return ResolvedOperations(operations=tuple(resolved), unresolved=unresolved)
+    return ResolvedOperations(
+        operations=tuple(resolved), unresolved=unresolved + refused, refused=refused
+    )

@@ -31,6 +31,7 @@ from clio_acp.atomic import write_atomic
 from clio_acp.memory.bank import (
     DEFAULT_KNOWLEDGE_CAP,
     DEFAULT_PROCEDURAL_CAP,
+    ENTRY_ORIGINS,
     MAX_CONTENT_CHARS,
     TaskMemoryBank,
     TaskMemoryEntry,
@@ -94,13 +95,15 @@ _FENCE_RE = re.compile(
 
 @dataclass(frozen=True)
 class HandoffEntry:
-    """One exported entry. v2 carries the timestamps; v1 has them None."""
+    """One exported entry. v2 carries the timestamps; v1 has them None. ``origin``
+    (§14.2) is optional in v2: written by clio_acp, absent from older snapshots."""
 
     id: str
     content: str
     injection_count: int = 0
     created_at: str | None = None
     last_touched_at: str | None = None
+    origin: str | None = None
 
     def to_json(self, version: int) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -111,6 +114,8 @@ class HandoffEntry:
         if version == HANDOFF_VERSION:
             data["createdAt"] = self.created_at
             data["lastTouchedAt"] = self.last_touched_at
+            if self.origin is not None:
+                data["origin"] = self.origin
         return data
 
     def as_bank_entry(self, kind: Literal["knowledge", "procedural"]) -> TaskMemoryEntry:
@@ -191,7 +196,12 @@ def snapshot_from_bank(bank: TaskMemoryBank, source: HandoffSource) -> HandoffSn
     def export(items: list[dict[str, Any]]) -> tuple[HandoffEntry, ...]:
         return tuple(
             HandoffEntry(
-                e["id"], e["content"], e["injectionCount"], e["createdAt"], e["lastTouchedAt"]
+                e["id"],
+                e["content"],
+                e["injectionCount"],
+                e["createdAt"],
+                e["lastTouchedAt"],
+                e.get("origin"),
             )
             for e in items
         )
@@ -222,6 +232,7 @@ def _redacted(snapshot: HandoffSnapshot) -> HandoffSnapshot:
                     entry.injection_count,
                     entry.created_at,
                     entry.last_touched_at,
+                    entry.origin,
                 )
             )
         return tuple(out)
@@ -329,7 +340,12 @@ def _entries(value: Any, limit: int, version: int) -> tuple[HandoffEntry, ...]:
         keys += ["createdAt", "lastTouchedAt"]
     out = []
     for raw in value:
-        item = _exact_keys(raw, keys)
+        # §14.2: a v2 entry may carry ``origin``; it must then be a known one.
+        with_origin = version == HANDOFF_VERSION and isinstance(raw, dict) and "origin" in raw
+        item = _exact_keys(raw, [*keys, "origin"] if with_origin else keys)
+        origin = item.get("origin")
+        if with_origin and origin not in ENTRY_ORIGINS:
+            raise _Invalid
         entry_id, content = item["id"], item["content"]
         if not _identifier(entry_id) or not entry_id.strip():
             raise _Invalid
@@ -342,7 +358,7 @@ def _entries(value: Any, limit: int, version: int) -> tuple[HandoffEntry, ...]:
             created, touched = item["createdAt"], item["lastTouchedAt"]
             if not is_canonical_timestamp(created) or not is_canonical_timestamp(touched):
                 raise _Invalid
-        out.append(HandoffEntry(entry_id, content, count, created, touched))
+        out.append(HandoffEntry(entry_id, content, count, created, touched, origin))
     return tuple(out)
 
 
@@ -502,7 +518,7 @@ def seed_bank(bank: TaskMemoryBank, snapshot: HandoffSnapshot) -> SeedResult:
             if content in seen:
                 skipped += 1
                 continue
-            bank.save(kind, content)
+            bank.save(kind, content, origin="seed")
             seen.add(content)
             seeded += 1
     return SeedResult(seeded, skipped)

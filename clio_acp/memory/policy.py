@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 
 from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.envelope import Operation, parse_envelope, resolve_operations
+from clio_acp.memory.op_filters import protected_entry_ids
 from clio_acp.memory.prompts import (
     POLICY_SYSTEM_PROMPT,
     StepLike,
@@ -301,11 +302,11 @@ def apply_operations(bank: TaskMemoryBank, operations: Iterable[Operation]) -> i
     for op in operations:
         try:
             if op.op == "update_status":
-                bank.update_status(op.content or "")
+                bank.update_status(op.content or "", origin="model")
             elif op.op in ("save_knowledge", "save_procedural"):
                 kind = "knowledge" if op.op == "save_knowledge" else "procedural"
                 entry_id = op.id if op.id is not None and bank.kind_of(op.id) == kind else None
-                bank.save(kind, op.content or "", entry_id)
+                bank.save(kind, op.content or "", entry_id, origin="model")
             elif op.op == "delete":
                 bank.delete_entry(op.id or "")
             else:  # pragma: no cover - the parser admits no other op
@@ -566,6 +567,7 @@ async def run_task_memory_policy(
         status.id if status else None,
         [e.id for e in bank.knowledge],
         [e.id for e in bank.procedural],
+        protected_ids=protected_entry_ids(bank),
     )
     applied = apply_operations(bank, resolved.operations)
     bank_operations = applied

@@ -156,7 +156,7 @@ class RulesMemory:
         record = self.failures.get(fingerprint)
         if record is None:
             content = failure_content(call, 1, step, digest)
-            entry = bank.save("procedural", content)
+            entry = bank.save("procedural", content, origin="rules")
             record = FailureRecord(entry.id, 1, step, call, digest)
             self.failures[fingerprint] = record
             while len(self.failures) > FAILURE_MAP_CAP:
@@ -167,9 +167,9 @@ class RulesMemory:
         record.resolved = False
         content = failure_content(record.call, record.attempts, record.first_step, digest)
         if bank.kind_of(record.entry_id) == "procedural":
-            bank.save("procedural", content, record.entry_id)
+            bank.save("procedural", content, record.entry_id, origin="rules")
         else:  # evicted or deleted: a new entry takes over (§4)
-            record.entry_id = bank.save("procedural", content).id
+            record.entry_id = bank.save("procedural", content, origin="rules").id
         return record
 
     def note_success(self, fingerprint: str) -> None:

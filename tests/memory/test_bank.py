@@ -234,6 +234,7 @@ def test_snapshot_orders_by_created_at_and_is_a_deep_copy():
         "createdAt",
         "lastTouchedAt",
         "injectionCount",
+        "origin",
     }
     snap["knowledge"][0]["content"] = "mutated"
     assert bank.get("tm-k-1").content == "b"

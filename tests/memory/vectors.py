@@ -42,6 +42,7 @@ def _entry(entry_id: str, kind: str, content: str) -> dict[str, Any]:
         "createdAt": T0,
         "lastTouchedAt": T0,
         "injectionCount": 0,
+        "origin": "model",
     }
 
 

@@ -231,7 +231,7 @@ class ToolObservation:
         if env.entry_id is not None and self.bank.kind_of(env.entry_id) == "knowledge":
             return []
         content = f"Environment: tool channel failing since step {env.first_step}: {env.digest}"
-        env.entry_id = self.bank.save("knowledge", content).id
+        env.entry_id = self.bank.save("knowledge", content, origin="rules").id
         text = environment_text(env.entry_id, env.first_step, env.digest, len(env.fingerprints))
         return self._annotate(settings, step, text, (env.entry_id,), "environment")
 
@@ -339,7 +339,9 @@ class ToolObservation:
                 continue
             rules.requirements.add(key)
             try:
-                self.bank.save("knowledge", f"Requirement from the user: {sentence}")
+                self.bank.save(
+                    "knowledge", f"Requirement from the user: {sentence}", origin="rules"
+                )
             except ValueError:
                 continue
 
