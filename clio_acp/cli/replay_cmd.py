@@ -10,6 +10,8 @@ be read as a trajectory (the others are still reported).
 
 ``--html FILE`` also writes a self-contained HTML page (``clio_acp.eval.replay_html``:
 timeline with failures marked, each memory effect and its citations, the final bank).
+``--score LABELS`` prints, instead of the per-file report, per-trigger recall,
+precision and reminders per 100 calls against hand labels (``clio_acp.eval.labels``).
 ``--compare-pma DIR`` replays every pma-tb2 run under DIR and reports the agreement of
 our firing points with the paper's memory agent (``clio_acp.eval.pma``); ``--json``
 prints that comparison as one object.
@@ -58,6 +60,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="OUT",
         help="also write a self-contained HTML report (timeline, reminders, final bank)",
+    )
+    parser.add_argument(
+        "--score",
+        type=Path,
+        metavar="LABELS",
+        help="score the reminders against per-call labels (tests/data/trajectory_labels.json): "
+        "per trigger recall, precision and reminders per 100 calls",
     )
     parser.add_argument(
         "--compare-pma",
@@ -178,6 +187,16 @@ async def _run(args: argparse.Namespace) -> int:
         client = RouterMemoryClient(router)
         factory = lambda _settings: client  # noqa: E731 - one client for the whole run
     failed = 0
+    labels = None
+    if args.score is not None:
+        from clio_acp.eval.labels import LabelError, load_labels
+
+        try:
+            labels = await asyncio.to_thread(load_labels, args.score)
+        except LabelError as exc:
+            print(f"clio-acp replay: {exc}", file=sys.stderr)
+            return 2
+    all_reports: list[ReplayReport] = []
     html_items: list[tuple[Path, str, list[ReplayReport]]] = []
     totals = {"files": 0, "toolCalls": 0, "failures": 0, "informative": 0, "reminders": 0}
     try:
@@ -202,8 +221,11 @@ async def _run(args: argparse.Namespace) -> int:
             if args.html is not None:
                 html_items.append((path, args.format, reports))
             for report in reports:
+                all_reports.append(report)
                 for key in ("toolCalls", "failures", "informative", "reminders"):
                     totals[key] += report.summary[key]
+                if args.score is not None:
+                    continue
                 if args.json:
                     print(json.dumps(report.to_dict(), ensure_ascii=False), flush=True)
                 else:
@@ -211,7 +233,15 @@ async def _run(args: argparse.Namespace) -> int:
     finally:
         if router is not None:
             await router.aclose()
-    if not args.json:
+    if labels is not None:
+        from clio_acp.eval.labels import format_score, score_reports
+
+        score = score_reports(all_reports, labels)
+        if args.json:
+            print(json.dumps(score.to_dict(), ensure_ascii=False))
+        else:
+            print(format_score(score))
+    elif not args.json:
         print(
             f"TOTAL: {totals['files']} files, {totals['toolCalls']} tool calls, "
             f"{totals['failures']} failures, {totals['informative']} informative exits, "
