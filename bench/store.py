@@ -34,9 +34,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from clio_acp.memory.records import MemoryRecord, format_timestamp  # noqa: E402
+from clio_acp.memory.records import MemoryRecord  # noqa: E402
 from clio_acp.memory.retrieval import ActiveIdentity, build_prompt_section  # noqa: E402
 from clio_acp.memory.store import MemoryStore  # noqa: E402
+from clio_acp.timestamps import format_timestamp  # noqa: E402
 
 CAP = 500
 BASE = datetime(2026, 11, 1, tzinfo=UTC)

@@ -12,9 +12,10 @@ import pytest
 from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.handoff import write_handoff_artifact
 from clio_acp.memory.promotion import propose_injected_entries
-from clio_acp.memory.records import MemoryRecord, format_timestamp
+from clio_acp.memory.records import MemoryRecord
 from clio_acp.memory.store import MemoryStore
 from clio_acp.paths import resolve_paths
+from clio_acp.timestamps import format_timestamp
 
 SECRETS = {
     "assignment": "hunter2hunter2",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from clio_acp.memory.records import MemoryRecord, format_timestamp, is_canonical_timestamp
+from clio_acp.memory.records import MemoryRecord
 from clio_acp.memory.store import (
     MemoryStore,
     MemoryStoreCorrupt,
@@ -22,6 +22,7 @@ from clio_acp.memory.store import (
     RecordNotFound,
 )
 from clio_acp.paths import resolve_paths
+from clio_acp.timestamps import format_timestamp
 from tests.conftest import subprocess_env
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -129,15 +130,6 @@ def test_invalid_records_are_rejected(change: dict, problem: str) -> None:
     with pytest.raises(ValidationError) as info:
         make_record(1, **change)
     assert problem in str(info.value)
-
-
-def test_canonical_timestamps() -> None:
-    assert is_canonical_timestamp("2026-11-29T12:00:00.000Z")
-    assert not is_canonical_timestamp("2026-11-29T12:00:00.000+00:00")
-    assert not is_canonical_timestamp("2026-11-29 12:00:00.000Z")
-    assert format_timestamp(datetime(2026, 1, 2, 3, 4, 5, 678999, tzinfo=UTC)) == (
-        "2026-01-02T03:04:05.678Z"
-    )
 
 
 @pytest.mark.parametrize(

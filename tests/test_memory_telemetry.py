@@ -25,7 +25,6 @@ from clio_acp.memory.telemetry import (
     StepRecord,
     TelemetrySink,
     bank_delta,
-    is_canonical_timestamp,
     parse_step_line,
 )
 
@@ -117,12 +116,6 @@ def test_parser_accepts_the_reasons_the_code_emits():
         "bank_empty",
     ):
         assert parse_step_line(json.dumps(row(reason=reason))).reason == reason
-
-
-def test_canonical_timestamp_round_trip():
-    assert is_canonical_timestamp("2026-01-02T03:04:05.678Z")
-    assert not is_canonical_timestamp("2026-01-02T03:04:05.678000Z")
-    assert not is_canonical_timestamp("yesterday")
 
 
 def test_bank_delta_ignores_citation_bumps_and_counts_real_writes():

@@ -19,6 +19,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from clio_acp.timestamps import format_timestamp, is_canonical_timestamp
+
 EntryKind = Literal["status", "knowledge", "procedural"]
 SavableKind = Literal["knowledge", "procedural"]
 # MEMORY_SPEC §14.2: who wrote an entry. ``rules`` (the rules tier), ``model`` (an LLM
@@ -41,24 +43,6 @@ _WHITESPACE = re.compile(r"\s+")
 # UTF-8 (stdout, journal, handoff, records.json): it becomes U+FFFD.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
-
-
-def utc_now_iso(now: datetime | None = None) -> str:
-    """Canonical UTC ISO-8601 with milliseconds and ``Z`` (JavaScript ``toISOString``)."""
-    now = now or datetime.now(UTC)
-    now = now.astimezone(UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
-
-
-def is_canonical_iso(value: object) -> bool:
-    """True for a string ``utc_now_iso`` would write (``2026-01-02T03:04:05.678Z``)."""
-    if not isinstance(value, str) or not value.endswith("Z"):
-        return False
-    try:
-        moment = datetime.fromisoformat(value[:-1] + "+00:00")
-    except ValueError:
-        return False
-    return utc_now_iso(moment) == value
 
 
 def estimate_tokens(text: str) -> int:
@@ -152,7 +136,7 @@ class TaskMemoryEntry:
         for field in ("createdAt", "lastTouchedAt"):
             # §1: canonical UTC ISO with milliseconds and Z; anything else would sort
             # wrongly for eviction and make a later handoff unparseable (§7).
-            if not is_canonical_iso(data[field]):
+            if not is_canonical_timestamp(data[field]):
                 raise ValueError(f"{field} of {entry_id} is not a canonical UTC timestamp")
         return cls(
             id=entry_id,
@@ -254,7 +238,7 @@ class TaskMemoryBank:
     # -- writing ---------------------------------------------------------------
 
     def _now(self) -> str:
-        return utc_now_iso(self._clock())
+        return format_timestamp(self._clock())
 
     def _next_id(self, kind: EntryKind) -> str:
         entry_id = f"tm-{_ID_LETTER[kind]}-{_base36(self._counter)}"
@@ -484,8 +468,6 @@ __all__ = [
     "collapse_whitespace",
     "estimate_tokens",
     "id_suffix",
-    "is_canonical_iso",
     "normalize_content",
-    "utc_now_iso",
     "well_formed_text",
 ]

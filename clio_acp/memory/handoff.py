@@ -38,9 +38,9 @@ from clio_acp.memory.bank import (
     normalize_content,
     well_formed_text,
 )
-from clio_acp.memory.records import format_timestamp, is_canonical_timestamp
 from clio_acp.memory.redact import RedactionTally, redact_preserving_markers
 from clio_acp.paths import handoffs_dir
+from clio_acp.timestamps import format_timestamp, is_canonical_timestamp
 
 __all__ = [
     "HANDOFF_COMMANDS_SHOWN",

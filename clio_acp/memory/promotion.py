@@ -30,8 +30,6 @@ from typing import Any, Literal, Protocol
 from clio_acp.memory.identity import canonical_repository_identity, is_canonical_repository_key
 from clio_acp.memory.records import (
     MemoryRecord,
-    format_timestamp,
-    is_canonical_timestamp,
 )
 from clio_acp.memory.redact import (
     RedactionTally,
@@ -39,6 +37,7 @@ from clio_acp.memory.redact import (
     redact_secrets_text,
 )
 from clio_acp.memory.store import MemoryStore
+from clio_acp.timestamps import format_timestamp, is_canonical_timestamp
 
 __all__ = [
     "PROMOTION_CONFIDENCE",

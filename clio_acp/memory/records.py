@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import os
 import re
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -27,6 +26,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from clio_acp.timestamps import is_canonical_timestamp
+
 __all__ = [
     "MEMORY_RECORDS_VERSION",
     "SCOPE_ORDER",
@@ -38,8 +39,6 @@ __all__ = [
     "RedactionFacts",
     "RepositoryIdentity",
     "RuntimeIdentity",
-    "format_timestamp",
-    "is_canonical_timestamp",
     "record_sort_key",
     "record_status",
     "sort_records",
@@ -60,28 +59,7 @@ SCOPE_ORDER: tuple[str, ...] = (
 MemoryScope = Literal["global", "repo", "language", "runtime", "agent", "task-family", "hpc-domain"]
 
 _ID_RE = re.compile(r"^mem-[0-9a-f]{16}$")  # §6: "mem-" + 16 lowercase hex
-_CANONICAL_TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 _NAMED_KEY_BAD = re.compile(r"[\s\x00-\x1f\x7f]")
-
-
-def format_timestamp(moment: datetime) -> str:
-    """Canonical UTC ISO with milliseconds and ``Z`` (JS ``toISOString``), e.g.
-    ``2026-11-29T22:40:00.000Z``. A naive datetime is taken as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
-def is_canonical_timestamp(value: object) -> bool:
-    """True when ``value`` survives a ``toISOString`` round trip unchanged (§6, §11.13)."""
-    if not isinstance(value, str) or not _CANONICAL_TS_RE.match(value):
-        return False
-    try:
-        parsed = datetime.fromisoformat(value[:-1] + "+00:00")
-    except ValueError:
-        return False
-    return format_timestamp(parsed) == value
 
 
 def _timestamp(value: str) -> str:

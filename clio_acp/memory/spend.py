@@ -20,8 +20,8 @@ from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field
 
 from clio_acp.atomic import write_atomic
-from clio_acp.memory.bank import utc_now_iso
 from clio_acp.memory.telemetry import StepRecord, parse_step_line
+from clio_acp.timestamps import utc_now
 
 __all__ = [
     "USAGE_LABEL",
@@ -194,7 +194,7 @@ class UsageRow(_Row):
     label: str = USAGE_LABEL
     session_id: str = Field(alias="sessionId")
     repo_identity: str | None = Field(default=None, alias="repoIdentity")
-    timestamp: str = Field(default_factory=utc_now_iso)
+    timestamp: str = Field(default_factory=utc_now)
     target: str | None = None
     attributed_model_id: str | None = Field(default=None, alias="attributedModelId")
     usage: UsageFigures

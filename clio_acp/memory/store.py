@@ -31,10 +31,9 @@ from clio_acp.memory.records import (
     MEMORY_RECORDS_VERSION,
     MemoryRecord,
     RecordsFile,
-    format_timestamp,
-    is_canonical_timestamp,
     sort_records,
 )
+from clio_acp.timestamps import format_timestamp, is_canonical_timestamp, parse_timestamp
 
 __all__ = [
     "MEMORY_STORE_CAP",
@@ -99,7 +98,7 @@ def is_stale(record: MemoryRecord, now: datetime) -> bool:
     stamp = record.verified_at
     if not is_canonical_timestamp(stamp):
         return True
-    moment = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    moment = parse_timestamp(stamp)
     days = STALE_APPROVED_DAYS if record.approved else STALE_OTHER_DAYS
     return now - moment > timedelta(days=days)
 

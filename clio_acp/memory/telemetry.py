@@ -15,14 +15,13 @@ import logging
 import math
 import os
 import threading
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from clio_acp.memory.bank import utc_now_iso
 from clio_acp.memory.redact import redact_json_value
+from clio_acp.timestamps import is_canonical_timestamp, utc_now
 
 __all__ = [
     "DECISIONS",
@@ -36,7 +35,6 @@ __all__ = [
     "StepRecord",
     "TelemetrySink",
     "bank_delta",
-    "is_canonical_timestamp",
     "parse_step_line",
 ]
 
@@ -101,18 +99,6 @@ REASONS: frozenset[str] = frozenset(
         "spent_this_turn",
     }
 )
-
-
-def is_canonical_timestamp(value: object) -> bool:
-    """True for a UTC ISO timestamp that survives a ``toISOString`` round trip
-    (``2026-01-02T03:04:05.678Z``); offsets such as ``+05:00`` are rejected (§11.13)."""
-    if not isinstance(value, str) or not value.endswith("Z"):
-        return False
-    try:
-        moment = datetime.fromisoformat(value[:-1] + "+00:00")
-    except ValueError:
-        return False
-    return utc_now_iso(moment.astimezone(UTC)) == value
 
 
 class _Strict(BaseModel):
@@ -342,7 +328,7 @@ class MemoryTrace:
     def write(self, **fields: Any) -> None:
         if self.path is None:
             return
-        row: dict[str, Any] = {"at": utc_now_iso()}
+        row: dict[str, Any] = {"at": utc_now()}
         for key, value in fields.items():
             if isinstance(value, str) and key in {"reminder", "error", "response", "userPrompt"}:
                 row[key] = value[:TRACE_TEXT_CHARS]

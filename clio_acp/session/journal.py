@@ -19,11 +19,12 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from clio_acp.timestamps import utc_now
 
 T = TypeVar("T")
 
@@ -60,12 +61,6 @@ CREATE TABLE IF NOT EXISTS spills (
     PRIMARY KEY (session_id, ref)
 ) WITHOUT ROWID;
 """
-
-
-def utc_now() -> str:
-    """Canonical UTC timestamp with milliseconds (``2026-01-02T03:04:05.678Z``)."""
-    now = datetime.now(UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
 class JournalEntry(BaseModel):

@@ -60,8 +60,9 @@ from clio_acp.events import (
     UserMessage,
 )
 from clio_acp.paths import Paths
-from clio_acp.session.journal import Journal, JournalEntry, SessionRecord, utc_now
+from clio_acp.session.journal import Journal, JournalEntry, SessionRecord
 from clio_acp.settings import RoleSettings, Settings
+from clio_acp.timestamps import utc_now
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,10 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 
-from clio_acp.memory.records import MemoryRecord, format_timestamp
+from clio_acp.memory.records import MemoryRecord
 from clio_acp.memory.store import MemoryStore
 from clio_acp.paths import resolve_paths
+from clio_acp.timestamps import format_timestamp
 from tests.lsp.conftest import initialize_params, raw_request, wait_until
 
 pytestmark = pytest.mark.asyncio

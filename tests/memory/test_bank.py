@@ -12,7 +12,6 @@ from clio_acp.memory.bank import (
     TaskMemoryBank,
     estimate_tokens,
     normalize_content,
-    utc_now_iso,
 )
 
 
@@ -259,12 +258,6 @@ def test_restore_rejects_a_malformed_snapshot_and_keeps_the_bank():
     with pytest.raises(ValueError):
         bank.restore({"version": 2})
     assert bank.get("tm-k-1").content == "keep me"
-
-
-def test_timestamps_are_canonical_utc_with_milliseconds():
-    assert (
-        utc_now_iso(datetime(2026, 3, 4, 5, 6, 7, 891234, tzinfo=UTC)) == "2026-03-04T05:06:07.891Z"
-    )
 
 
 @given(

@@ -13,8 +13,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from clio_acp.memory.bank import utc_now_iso
 from clio_acp.memory.telemetry import BankDelta, StepRecord, bank_delta
+from clio_acp.timestamps import utc_now
 
 __all__ = ["ActivityLog", "render_activity"]
 
@@ -136,7 +136,7 @@ class ActivityLog:
         debug level and dropped; the activity event is kept."""
         unique = list(dict.fromkeys(triggers))[:3] or ["manual"]
         delta = self._take_delta(tier)
-        at = utc_now_iso()
+        at = utc_now()
         latency = max(0.0, round(latency_ms, 3)) if math.isfinite(latency_ms) else 0.0
         counts = {
             "cited": cited,

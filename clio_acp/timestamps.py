@@ -1,0 +1,50 @@
+"""Canonical timestamps: UTC ISO-8601 with milliseconds and ``Z``, exactly as
+JavaScript's ``Date.prototype.toISOString`` writes them (``2026-01-02T03:04:05.678Z``).
+
+Every timestamp the product writes (task bank entries, durable records, telemetry rows,
+usage rows, the journal, handoff snapshots) is made and checked here, so the files
+move unchanged between clio_acp and the reference implementation (MEMORY_SPEC §6,
+§11.13).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+_CANONICAL = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+
+
+def format_timestamp(moment: datetime) -> str:
+    """``moment`` as a canonical timestamp, truncated to milliseconds. A naive
+    datetime is taken as UTC; an aware one is converted to UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def utc_now() -> str:
+    """The current time as a canonical timestamp."""
+    return format_timestamp(datetime.now(UTC))
+
+
+def is_canonical_timestamp(value: object) -> bool:
+    """True when ``value`` is a string that survives a ``toISOString`` round trip
+    unchanged: offsets (``+00:00``), microseconds, a space for ``T`` and impossible
+    dates are all rejected."""
+    if not isinstance(value, str) or not _CANONICAL.match(value):
+        return False
+    try:
+        moment = datetime.fromisoformat(value[:-1] + "+00:00")
+    except ValueError:
+        return False
+    return format_timestamp(moment) == value
+
+
+def parse_timestamp(value: str) -> datetime:
+    """The aware UTC datetime a canonical timestamp names. Raises ``ValueError`` for
+    anything ``is_canonical_timestamp`` rejects."""
+    if not is_canonical_timestamp(value):
+        raise ValueError(f"not a canonical UTC timestamp (…sss Z): {value!r}")
+    return datetime.fromisoformat(value[:-1] + "+00:00")
