@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from clio_acp.agent import memory_port as port
-from clio_acp.agent.memory_bridge import create_hooks
+from clio_acp.agent import memory_hooks as port
+from clio_acp.agent.memory_hooks import create_hooks
 from clio_acp.memory.store import MemoryStore
 from clio_acp.memory.telemetry import parse_step_line
 from clio_acp.paths import resolve_paths

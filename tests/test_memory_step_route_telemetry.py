@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from clio_acp.agent.memory_bridge import RouterMemoryClient
+from clio_acp.agent.memory_hooks import RouterMemoryClient
 from clio_acp.memory.policy import CompletionAnswer, CompletionUsage
 from clio_acp.memory.telemetry import parse_step_line
 from clio_acp.models.routing import Router

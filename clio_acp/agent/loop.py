@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clio_acp.agent import history
-from clio_acp.agent.memory_port import (
+from clio_acp.agent.memory_hooks import (
     AnnotateToolResult,
     InjectReminder,
     MemoryEffect,
@@ -624,9 +624,7 @@ class AgentLoop:
         """Journal the memory steps decided since the last call (one ``memory_step`` row
         each: time, triggers, tier, decision, reason, cited and written counts); the
         content lives in the middleware's telemetry, never here."""
-        activity = getattr(getattr(self.memory, "middleware", None), "activity", None)
-        if not isinstance(activity, list):
-            return
+        activity = self.memory.activity()
         fresh = [
             a
             for a in activity
@@ -790,10 +788,8 @@ class AgentLoop:
 def _changes_files(name: str, arguments: dict[str, Any], kind: str) -> bool:
     """MEMORY_SPEC §12.1 classification of a call as state-changing (the memory
     package's table: edit tools, file-changing shell commands)."""
-    try:
-        from clio_acp.memory.calls import is_state_changing
-    except ImportError:
-        return False
+    from clio_acp.memory.calls import is_state_changing
+
     try:
         return is_state_changing(name, arguments, kind)
     except Exception:

@@ -26,7 +26,7 @@ import logging
 import sys
 from pathlib import Path
 
-from clio_acp.agent.memory_bridge import RouterMemoryClient
+from clio_acp.agent.memory_hooks import RouterMemoryClient
 from clio_acp.agent.recordings import FORMATS, RecordingFormatError
 from clio_acp.agent.replay import ReplayReport, replay_file
 from clio_acp.paths import resolve_paths

@@ -347,10 +347,8 @@ class SessionRunner:
                     f"trial timed out after {self.trial_timeout_s:g} s (--trial-timeout)"
                 ) from None
             latency_ms = (time.perf_counter() - started) * 1000
-            middleware = getattr(getattr(session, "memory", None), "middleware", None)
-            if middleware is not None and hasattr(middleware, "wait_idle"):
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(middleware.wait_idle(), MEMORY_IDLE_TIMEOUT_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(session.memory.wait_idle(), MEMORY_IDLE_TIMEOUT_S)
         finally:
             await manager.aclose()
         rows = await asyncio.to_thread(_read_rows, paths.steps_file)

@@ -13,8 +13,9 @@ must never raise for a model's answer or a client failure.
 
 The model is reached through ``MemoryCompletionClient``, a one-method protocol
 (``complete(system, user, max_tokens, *, abort, on_usage)``); the route adapter
-lives with the middleware. A client raises ``clio_acp.models.errors.EndpointBusyError``
-when the endpoint has no free slot.
+lives in the agent layer (``clio_acp.agent.memory_hooks.RouterMemoryClient``). A
+client raises memory's own ``EndpointBusy`` when the endpoint has no free slot (the
+adapter maps the models layer's error to it: the memory domain loads no HTTP stack).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from clio_acp.memory.prompts import (
     build_user_prompt,
     step_to_dict,
 )
-from clio_acp.models.errors import EndpointBusyError
 from clio_acp.settings import MEMORY_TIMEOUT_MS_DEFAULT
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "TASK_MEMORY_POLICY_DEFAULT_TIMEOUT_MS",
     "CompletionAnswer",
     "CompletionUsage",
+    "EndpointBusy",
     "MemoryCompletionClient",
     "PolicyDecision",
     "PolicyInput",
@@ -93,6 +94,11 @@ PolicyReason = Literal[
 ]
 
 
+class EndpointBusy(Exception):
+    """The memory route's endpoint has no free request slot (HTTP 429/503 or local
+    capacity): the step is skipped and its triggers stay pending (§3 step 7, §4)."""
+
+
 @dataclass(frozen=True)
 class CompletionUsage:
     """Token usage of one completion (tokens). ``raw`` keeps the provider's object;
@@ -130,7 +136,7 @@ class MemoryCompletionClient(Protocol):
     ``max_tokens`` completion tokens. ``abort`` is set when the step no longer wants
     the answer (deadline or cancellation); the task running ``complete`` is also
     cancelled. ``on_usage`` may be called once usage is known (even before the
-    answer). Raise ``EndpointBusyError`` for a busy endpoint; any other exception is
+    answer). Raise ``EndpointBusy`` for a busy endpoint; any other exception is
     classified by ``classify_client_error``.
     """
 
@@ -274,12 +280,12 @@ _TIMEOUT_WORDS = re.compile(r"\b(?:abort(?:ed)?|timed out|timeout)\b", re.IGNORE
 def classify_client_error(exc: BaseException) -> tuple[PolicyDecision, PolicyReason]:
     """Map a client exception to (decision, reason) per MEMORY_SPEC §3 step 7.
 
-    ``EndpointBusyError`` → silent/endpoint_busy; an ``AbortError``/``TimeoutError``
+    ``EndpointBusy`` → silent/endpoint_busy; an ``AbortError``/``TimeoutError``
     (by class name anywhere in its MRO, or ``TimeoutError``/``CancelledError``
     instances) or a message matching ``abort(ed)?|timed out|timeout`` →
     timeout/timed_out; anything else → silent/client_error.
     """
-    if isinstance(exc, EndpointBusyError):
+    if isinstance(exc, EndpointBusy):
         return "silent", "endpoint_busy"
     names = {cls.__name__ for cls in type(exc).__mro__}
     if (

@@ -39,9 +39,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from clio_acp.agent import history, memory_adapter
+from clio_acp.agent import history, memory_hooks
 from clio_acp.agent.loop import BASE_SYSTEM_PROMPT, AgentLoop, ContextRules, Transcript, TurnLimits
-from clio_acp.agent.memory_port import InjectReminder, MemoryHooks, NullMemory
+from clio_acp.agent.memory_hooks import InjectReminder, MemoryHooks, NullMemory
 from clio_acp.agent.model_port import ChatModel, resolve_chat_model
 from clio_acp.agent.permissions import PERMISSION_MODES, PermissionGate, PermissionHandler
 from clio_acp.agent.tools import LocalToolHost, ToolHost, ToolRegistry, Workspace
@@ -207,7 +207,7 @@ def _default_memory_factory(
     if not settings().context.memory.enabled:
         return NullMemory()
     try:
-        return memory_adapter.create(
+        return memory_hooks.create_hooks(
             session_id=session_id,
             cwd=cwd,
             settings=settings,
@@ -278,9 +278,7 @@ class Session:
                 spill_threshold_bytes=ctx.spill_threshold_bytes,
             )
 
-        relay = getattr(memory, "proposal_relay", None)
-        if relay is not None:
-            relay.sink = self._on_proposed
+        memory.set_proposal_sink(self._on_proposed)
         self.loop = AgentLoop(
             session_id=self.id,
             workspace=self.workspace,
@@ -469,13 +467,12 @@ class Session:
         bank = self.memory.task_bank()
         if bank is None:
             raise RuntimeError("memory is off for this session: no task bank to hand off")
-        facts = memory_adapter.handoff_facts(self.transcript.rows)
-        unresolved = getattr(self.memory, "unresolved_failures", None)
+        facts = memory_hooks.handoff_facts(self.transcript.rows)
         return await awrite_handoff_artifact(
             self.cwd,
             bank=bank,
             session_id=self.id,
-            unresolved_failures=list(unresolved()) if callable(unresolved) else [],
+            unresolved_failures=self.memory.unresolved_failures(),
             **facts,
         )
 
@@ -535,9 +532,7 @@ class Session:
                 loop = self.loop
                 if loop.tool_running or time.monotonic() - loop.last_tool_end < WATCH_GRACE_S:
                     continue  # the agent's own tool did it; the middleware classifies those
-                note = getattr(self.memory, "note_workspace_change", None)
-                if callable(note):
-                    note()
+                self.memory.note_workspace_change()
                 loop.guard.note_state_change()
         except asyncio.CancelledError:
             raise
@@ -613,7 +608,7 @@ class SessionManager:
         section = ""
         try:
             section = await asyncio.to_thread(
-                memory_adapter.durable_prompt_section, session.cwd, self._settings(), self.paths
+                memory_hooks.durable_prompt_section, session.cwd, self._settings(), self.paths
             )
         except Exception:
             log.warning("durable memory section failed", exc_info=True)
@@ -721,7 +716,7 @@ class SessionManager:
         if not self._settings().context.memory.enabled:
             return None
         try:
-            found = await asyncio.to_thread(memory_adapter.find_handoff_offer, session.cwd)
+            found = await asyncio.to_thread(memory_hooks.find_handoff_offer, session.cwd)
         except Exception:
             log.warning("handoff discovery failed", exc_info=True)
             return None

@@ -15,8 +15,6 @@ from tests.support.model_server import Reply, ToolCall
 
 pytestmark = pytest.mark.slow
 
-# The memory wiring of the session core lands in slices (issue 6); until then, skip.
-pytest.importorskip("clio_acp.agent.memory_adapter")
 
 FAILING = json.dumps({"command": "ls /definitely-not-here-xyz"})
 

@@ -17,6 +17,7 @@ from clio_acp.memory.policy import (
     TASK_MEMORY_POLICY_DEFAULT_TIMEOUT_MS,
     CompletionAnswer,
     CompletionUsage,
+    EndpointBusy,
     PolicyInput,
     ScriptedAnswerClient,
     classify_client_error,
@@ -24,7 +25,6 @@ from clio_acp.memory.policy import (
     run_task_memory_policy,
 )
 from clio_acp.memory.prompts import POLICY_SYSTEM_PROMPT
-from clio_acp.models.errors import EndpointBusyError
 from clio_acp.settings import MemorySettings
 from tests.memory.vectors import BANKS, VECTORS, C, E
 
@@ -421,7 +421,7 @@ class AbortError(Exception):
 @pytest.mark.parametrize(
     ("exc", "decision", "reason"),
     [
-        (EndpointBusyError("slot taken"), "silent", "endpoint_busy"),
+        (EndpointBusy("slot taken"), "silent", "endpoint_busy"),
         (TimeoutError(), "timeout", "timed_out"),
         (AbortError("x"), "timeout", "timed_out"),
         (RuntimeError("The operation was aborted"), "timeout", "timed_out"),
@@ -584,3 +584,18 @@ async def test_usage_given_as_an_openai_mapping_is_read(tmp_path):
     client = ScriptedAnswerClient(E("[]"), {"prompt_tokens": 11, "completion_tokens": 2})  # type: ignore[arg-type]
     result = await run_task_memory_policy(make_bank(), inputs(tmp_path), client)
     assert (result.input_tokens, result.output_tokens) == (11, 2)
+
+
+def test_the_memory_domain_loads_no_model_client_or_http_stack():
+    # Issue 13: memory/policy.py used to import models.errors (and with it httpx).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import clio_acp.memory.policy, clio_acp.memory.middleware\n"
+        "bad = [m for m in sys.modules if m == 'httpx' or m.startswith('clio_acp.models')]\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -13,8 +13,6 @@ from clio_acp.session.manager import SessionManager
 from clio_acp.settings import load_settings
 from tests.support.model_server import Reply, ToolCall
 
-pytest.importorskip("clio_acp.agent.memory_bridge")
-
 
 @pytest.fixture
 async def rules_manager(model_server):
@@ -131,7 +129,7 @@ async def test_llm_tier_reminder_reaches_the_next_prompt_and_its_entry_is_propos
         for _ in range(500):  # the memory step is detached from the turn
             if (
                 any(_is_memory_request(b) for b in model_server.bodies)
-                and not session.memory.middleware.step_in_flight
+                and not session.memory.step_in_flight()
             ):
                 break
             await asyncio.sleep(0.02)
@@ -156,3 +154,39 @@ async def test_llm_tier_reminder_reaches_the_next_prompt_and_its_entry_is_propos
         assert proposals[0].scope == "repo" and proposals[0].entry_id == "tm-k-1"
     finally:
         await mgr.aclose()
+
+
+def _run(command: str, call_id: str) -> Reply:
+    return Reply(tool_calls=[ToolCall("run_command", json.dumps({"command": command}), id=call_id)])
+
+
+async def test_handoff_lists_a_repeatedly_failing_command_as_unresolved(
+    rules_manager, workspace, model_server
+):
+    # MEMORY_SPEC §12.8: the handoff's "Unresolved failures" section lists failures
+    # whose latest outcome is still an error; one that later succeeded is resolved.
+    still_failing = "python3 -c \"raise SystemExit('Error: config.yaml not found')\""
+    fixed_later = "cat marker.txt"
+    model_server.push(
+        _run(still_failing, "a1"),
+        _run(fixed_later, "b1"),
+        _run(still_failing, "a2"),
+        Reply(
+            tool_calls=[
+                ToolCall("write_file", json.dumps({"path": "marker.txt", "content": "x"}), id="w1")
+            ]
+        ),
+        _run(fixed_later, "b2"),
+        Reply(text="stopping here"),
+    )
+    session = await rules_manager.new_session(workspace, mode="bypass")
+    assert await session.prompt("make the tool find its config") == "end_turn"
+    path = await session.handoff()
+    text = path.read_text()
+    section = text.split("## Unresolved failures", 1)[1].split("\n## ", 1)[0]
+    [line] = [x for x in section.splitlines() if x.startswith("- ")]
+    assert line.startswith("- python3 -c")  # the command as typed, not canonical JSON
+    assert "failed 2 times since step 1" in line
+    assert "config.yaml not found" in line
+    assert "marker.txt" not in section
+    assert "_(none)_" not in section

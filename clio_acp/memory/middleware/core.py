@@ -39,7 +39,7 @@ from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.middleware.activity import ActivityLog, render_activity
 from clio_acp.memory.middleware.effects import Effect
 from clio_acp.memory.middleware.llm_step import LlmStep
-from clio_acp.memory.middleware.observe import ToolObservation
+from clio_acp.memory.middleware.observe import RulesTierObservation
 from clio_acp.memory.middleware.restore import RestoreOffers
 from clio_acp.memory.middleware.state import InFlightStep, MiddlewareState
 from clio_acp.memory.middleware.turn_end import TurnBoundaries
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 
 class MemoryMiddleware(
-    ActivityLog, TurnBoundaries, ToolObservation, RestoreOffers, LlmStep, UsageAccounting
+    ActivityLog, TurnBoundaries, RulesTierObservation, RestoreOffers, LlmStep, UsageAccounting
 ):
     """The memory registration of one session (MEMORY_SPEC §4).
 

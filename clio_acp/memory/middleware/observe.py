@@ -12,6 +12,7 @@ model call happens in this module (invariant 6).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ from clio_acp.memory.rules import (
 )
 from clio_acp.settings import MemorySettings
 
-__all__ = ["ToolObservation", "call_paths"]
+__all__ = ["RulesTierObservation", "call_paths", "display_call", "failure_line"]
 
 _PATH_KEYS = ("path", "file_path", "paths")
 
@@ -80,11 +81,38 @@ def call_paths(args: Any, workspace_root: Path | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
+def display_call(call: str) -> str:
+    """A call description (``name{canonical json}``, §4) as a person would write it:
+    the shell command of a command tool, ``name path`` for a file tool, else the
+    description itself (also when it was cut and is no longer JSON)."""
+    name, brace, rest = call.partition("{")
+    if not brace:
+        return call
+    try:
+        args = json.loads(brace + rest)
+    except ValueError:
+        return call
+    if isinstance(args, dict):
+        command = shell_command_of(name, args)
+        if command:
+            return command
+        if isinstance(args.get("path"), str):
+            return f"{name} {args['path']}"
+    return call
+
+
+def failure_line(record: FailureRecord) -> str:
+    """One unresolved failure for the handoff (§12.8): ``<command> — failed N times
+    since step S; last: <digest>``."""
+    times = "once" if record.attempts == 1 else f"{record.attempts} times"
+    return f"{display_call(record.call)} — failed {times} since step {record.first_step}; last: {record.digest}"
+
+
 def _errors_of(trajectory: Any, fingerprint: str) -> int:
     return sum(1 for t in trajectory if t.outcome == "error" and t.fingerprint == fingerprint)
 
 
-class ToolObservation:
+class RulesTierObservation:
     """Mixin of ``MemoryMiddleware``: the rules tier's observation of tool calls."""
 
     def _prepare(self, call: ToolCall) -> TrajectoryStep | None:
@@ -359,12 +387,8 @@ class ToolObservation:
     def unresolved_failures(self) -> list[str]:
         """§12.8: one line per failure record whose latest outcome for that call is
         still an error (no later success of the same operation fingerprint), oldest
-        first: ``<call> — failed N× since step S: <digest>``. Empty when memory is
+        first, as ``failure_line`` renders it. Empty when memory is
         off or disposed. The lines may hold secrets: the handoff redacts them."""
         if self._disposed:
             return []
-        return [
-            f"{r.call} — failed {r.attempts}× since step {r.first_step}: {r.digest}"
-            for r in self._s.rules.failures.values()
-            if not r.resolved
-        ]
+        return [failure_line(r) for r in self._s.rules.failures.values() if not r.resolved]

@@ -1,9 +1,11 @@
-"""The agent loop's memory port over the real middleware (``clio_acp.agent.memory_bridge``)."""
+"""The agent's one memory seam over the real middleware (``clio_acp.agent.memory_hooks``)."""
 
 from __future__ import annotations
 
-from clio_acp.agent import memory_port as port
-from clio_acp.agent.memory_bridge import create_hooks
+import pytest
+
+from clio_acp.agent import memory_hooks as port
+from clio_acp.agent.memory_hooks import create_hooks
 from clio_acp.memory.telemetry import parse_step_line
 from clio_acp.paths import resolve_paths
 from clio_acp.settings import Settings
@@ -130,3 +132,111 @@ def test_reset_and_dispose_clear_the_bank(tmp_path):
     h.dispose()
     h.turn_start("S1", "turn-2", "Never push to main without review.")
     assert h.task_bank().size == 0
+
+
+def test_annotation_keeps_the_tool_call_id_and_the_paths_it_names(tmp_path):
+    h = hooks(tmp_path)
+    h.turn_start("S1", "turn-1", "task")
+    args = {"command": "python repro.py", "path": "src/a.py"}
+    for call_id in ("c1", "c2"):
+        h.before_tool("S1", call_id, "run_command", args)
+        effects = h.after_tool(
+            "S1",
+            port.ToolObservation(call_id, "run_command", args, category="execute", **FAIL),
+        )
+    (effect,) = effects
+    assert effect.tool_call_id == "c2"
+    assert effect.paths == (str(tmp_path / "src/a.py"),)
+
+
+def test_turn_end_reminder_carries_the_paths_of_the_failing_call(tmp_path):
+    h = hooks(tmp_path)
+    h.turn_start("S1", "turn-1", "task")
+    args = {"command": "python repro.py", "path": str(tmp_path / "b.py")}
+    for call_id in ("c1", "c2"):
+        h.before_tool("S1", call_id, "run_command", args)
+        h.after_tool(
+            "S1",
+            port.ToolObservation(call_id, "run_command", args, category="execute", **FAIL),
+        )
+    h.middleware._s.annotated.clear()  # the mid-turn note was spent: turn end reports it
+    h.middleware._s.last_injected_key = None
+    h.middleware._s.last_injected_message = None
+    h.turn_end("S1", "turn-1")
+    (reminder,) = h.take_deferred()
+    assert reminder.trigger == "repeated_failure"
+    assert reminder.paths == (str(tmp_path / "b.py"),)
+
+
+def test_restore_offer_keeps_its_offer_id_until_delivery(tmp_path):
+    h = hooks(tmp_path)
+    h.turn_start("S1", "turn-1", "Never edit files under tests/.")
+    (restore,) = h.on_compaction("S1", {})
+    assert restore.offer_id  # the seam no longer drops it
+    board_before = h.board()["lastDecision"]
+    h.take_deferred()
+    assert board_before != h.board()["lastDecision"]  # confirmed: its row was written
+
+
+def test_unresolved_failures_list_only_calls_whose_latest_outcome_is_an_error(tmp_path):
+    h = hooks(tmp_path)
+    h.turn_start("S1", "turn-1", "task")
+    observe(h, "c1", "python repro.py", **FAIL)
+    observe(h, "c2", "pytest -x", **FAIL)
+    observe(h, "c3", "pytest -x", ok=True, digest="ok", exit_code=0, output="1 passed\n")
+    (line,) = h.unresolved_failures()
+    assert line.startswith("python repro.py — failed once since step 1; last: ")
+    assert "ValueError: boom" in line
+    h.reset()
+    assert h.unresolved_failures() == []
+
+
+def test_workspace_change_restarts_the_repeat_count(tmp_path):
+    h = hooks(tmp_path)
+    h.turn_start("S1", "turn-1", "task")
+    observe(h, "c1", "python repro.py", **FAIL)
+    h.note_workspace_change()
+    assert observe(h, "c2", "python repro.py", **FAIL) == []  # not a blind retry
+
+
+def test_activity_is_a_protocol_method_newest_first(tmp_path):
+    h = hooks(tmp_path)
+    h.turn_start("S1", "turn-1", "task")
+    observe(h, "c1", "python repro.py", **FAIL)
+    observe(h, "c2", "python repro.py", **FAIL)
+    h.turn_end("S1", "turn-1")
+    activity = h.activity()
+    assert [a["decision"] for a in activity][-1] == "injected"
+    assert all(set(a) >= {"at", "triggerReasons", "tier", "reason"} for a in activity)
+
+
+def test_null_memory_answers_every_protocol_method():
+    null = port.NullMemory()
+    names = [n for n in vars(port.MemoryHooks) if not n.startswith("_")]
+    assert names and all(callable(getattr(null, n)) for n in names)
+    assert null.unresolved_failures() == [] and null.activity() == []
+    assert null.board()["enabled"] is False
+
+
+async def test_router_client_maps_a_busy_endpoint_to_memorys_own_error(model_server):
+    from clio_acp.memory.policy import EndpointBusy, classify_client_error
+    from clio_acp.models.routing import Router
+    from tests.support.model_server import busy
+
+    settings = Settings.model_validate(
+        {
+            "targets": [{"id": "box", "runtime": "llamacpp", "url": model_server.base_url}],
+            "chat": {"target": "box", "model": "big"},
+            "context": {"memory": {"target": "box", "model": "small"}},
+        }
+    )
+    model_server.push(busy(429), busy(429))
+    router = Router(settings)
+    try:
+        with pytest.raises(EndpointBusy) as info:
+            await port.RouterMemoryClient(router).complete(
+                "sys", "user", 100, abort=None, on_usage=lambda _u: None
+            )
+    finally:
+        await router.aclose()
+    assert classify_client_error(info.value) == ("silent", "endpoint_busy")
