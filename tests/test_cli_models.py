@@ -74,6 +74,19 @@ def test_doctor_reports_versions_paths_routes_and_embedded_status(
     assert "route chat: scripted / scripted-model" in text
 
 
+def test_doctor_says_the_llm_tier_is_opt_in(model_server, run_cli, isolated_dirs):
+    model_server.install_settings(memory=False)
+    report = json.loads(run_cli("doctor", "--json").stdout)
+    assert report["routes"]["memory"] is None and report["memoryTier"] == "rules"
+    text = run_cli("doctor").stdout
+    assert "LLM tier off (opt-in: set context.memory.target)" in text
+    assert "route memory: unset (opt-in" in text
+    model_server.install_settings(memory=True)
+    report = json.loads(run_cli("doctor", "--json").stdout)
+    assert report["memoryTier"] == "llm"
+    assert report["routes"]["memory"]["target"] == "scripted"
+
+
 def test_local_status_reports_a_missing_model(run_cli, isolated_dirs):
     result = run_cli("local", "status", "--json", env={"CLIO_ACP_LLAMA_SERVER": "/nonexistent"})
     assert result.returncode == 1

@@ -85,10 +85,26 @@ async def _report(probe: bool) -> dict[str, object]:
             "memoryEnabled": store().context.memory.enabled,
         },
         "routes": routes,
+        "memoryTier": _memory_tier(store().context.memory.enabled, router),
         "routeNotes": list(router.table.notes),
         "targets": targets,
         "embedded": local_status(paths).as_dict(),
     }
+
+
+def _memory_tier(enabled: bool, router: Router) -> str:
+    """``off`` (kill switch), ``rules`` (no memory route: the default) or ``llm``.
+    The LLM tier is opt-in (MEMORY_SPEC §14.1): only ``context.memory.target`` sets it."""
+    if not enabled:
+        return "off"
+    return "rules" if router.memory_route is None else "llm"
+
+
+_TIER_LINES = {
+    "off": "memory: disabled (context.memory.enabled: false)",
+    "rules": "memory: rules tier only; LLM tier off (opt-in: set context.memory.target)",
+    "llm": "memory: rules tier + LLM tier on the memory route",
+}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,9 +125,11 @@ def run(args: argparse.Namespace) -> int:
     if settings["error"]:
         state = f"NOT APPLIED: {settings['error']}"
     print(f"settings: {settings['file']}  {state}")
-    print(f"memory: {'enabled' if settings['memoryEnabled'] else 'disabled'}")
+    print(_TIER_LINES[str(report["memoryTier"])])
     for role, route in report["routes"].items():  # type: ignore[union-attr]
         where = "unset" if route is None else f"{route['target']} / {route['model'] or 'default'}"
+        if role == "memory" and route is None:
+            where += " (opt-in: nothing picks a memory model for you)"
         print(f"route {role}: {where}")
     for note in report["routeNotes"]:  # type: ignore[union-attr]
         print(f"  note: {note}")

@@ -4,9 +4,11 @@ Owns role resolution (MEMORY_SPEC §10): a role's target that names nothing rese
 to none, a model with no target is cleared, a target with no model uses the
 target's ``defaultModel``; memory unset means the rules tier only; a memory route
 equal to the chat target+model on a model that always reasons is refused. With no
-target configured and the embedded model installed, both roles default to the
+target configured and the embedded model installed, ``chat`` defaults to the
 ``embedded`` target (issue 5 item 6); the id ``embedded`` names the local model
-whenever no configured target claims it.
+whenever no configured target claims it. The memory route is opt-in (MEMORY_SPEC
+§10, §14.1): nothing chooses it implicitly — not the embedded model, not the chat
+route — so with ``context.memory.target`` unset the LLM tier is off.
 
 ``Router`` is a session's routing snapshot (settings read once at creation; a
 running session keeps it, new sessions take the new default). It owns the clients,
@@ -91,8 +93,8 @@ def resolve_routes(settings: Settings, *, embedded_installed: bool) -> RouteTabl
 
     def role(name: Role, target_id: str | None, model: str | None) -> Route | None:
         label = "chat" if name == "chat" else "context.memory"
-        if target_id is None and no_targets and implicit_embedded:
-            target_id = EMBEDDED_TARGET_ID
+        if name == "chat" and target_id is None and no_targets and implicit_embedded:
+            target_id = EMBEDDED_TARGET_ID  # never for memory: the LLM tier is opt-in
         if target_id is None:
             if model is not None:
                 notes.append(f"{label}.model {model!r} ignored: no target")

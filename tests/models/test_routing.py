@@ -114,10 +114,24 @@ def test_memory_sharing_an_always_reasoning_chat_model_is_refused():
     assert resolve_routes(other, embedded_installed=False).memory.model == "small"
 
 
-def test_with_no_targets_both_roles_default_to_the_installed_embedded_model():
+def test_with_no_targets_chat_defaults_to_the_installed_embedded_model_memory_never():
+    # MEMORY_SPEC §14.1: the LLM tier is opt-in; nothing picks a memory route.
     table = resolve_routes(Settings(), embedded_installed=True)
-    assert table.chat.target.runtime == "embedded" and table.memory.target.id == "embedded"
+    assert table.chat.target.runtime == "embedded"
+    assert table.memory is None
     assert resolve_routes(Settings(), embedded_installed=False).chat is None
+
+
+def test_the_memory_route_is_never_the_chat_route_implicitly():
+    s = Settings.model_validate(
+        {
+            "targets": [{"id": "a", "runtime": "openai", "url": "https://api.openai.com/v1"}],
+            "chat": {"target": "a", "model": "gpt-x"},
+        }
+    )
+    assert Settings().context.memory.target is None and Settings().context.memory.model is None
+    assert resolve_routes(s, embedded_installed=True).memory is None
+    assert resolve_routes(s, embedded_installed=False).memory is None
 
 
 def test_configured_targets_switch_the_embedded_default_off_but_the_id_still_resolves():
