@@ -42,6 +42,8 @@ ROW_TYPES = (
 )
 
 MISSING_RESULT_TEXT = "[no result: the tool call was cancelled before it finished]"
+WORKSPACE_NOTE_KEYS = 100
+"""Keys of the named text workspace a compaction summary names at most."""
 
 
 class Row(Protocol):
@@ -54,6 +56,18 @@ def system_reminder_block(texts: Iterable[str]) -> str:
     """Reminders as one visible ``<system-reminder>`` block (issue 6 item 1)."""
     body = "\n\n".join(t.strip() for t in texts if t.strip())
     return f"<system-reminder>\n{body}\n</system-reminder>"
+
+
+def workspace_note(keys: Sequence[str]) -> str:
+    """The line a compaction summary ends with when the model kept workspace values
+    (the summary replaces the calls that wrote them); empty when there are none."""
+    if not keys:
+        return ""
+    shown = list(keys[:WORKSPACE_NOTE_KEYS])
+    more = ", … (workspace_list shows all)" if len(keys) > WORKSPACE_NOTE_KEYS else ""
+    return (
+        "\n\nWorkspace values you kept (read them with workspace_read): " + ", ".join(shown) + more
+    )
 
 
 def latest_compaction(rows: Sequence[Row]) -> Row | None:
@@ -83,7 +97,9 @@ def project(rows: Sequence[Row]) -> list[tuple[int, dict[str, Any]]]:
                 compaction.seq,
                 {
                     "role": "user",
-                    "content": SUMMARY_PREFIX + str(compaction.data.get("summary", "")),
+                    "content": SUMMARY_PREFIX
+                    + str(compaction.data.get("summary", ""))
+                    + workspace_note(compaction.data.get("workspace_keys") or ()),
                 },
             )
         )

@@ -153,6 +153,7 @@ class AgentLoop:
         limits: TurnLimits | None = None,
         rules: Callable[[], ContextRules] | None = None,
         on_bank_changed: Callable[[], Awaitable[None]] | None = None,
+        values: Any = None,
     ) -> None:
         self.session_id = session_id
         self.workspace = workspace
@@ -162,6 +163,7 @@ class AgentLoop:
         self.memory = memory
         self.transcript = transcript
         self.spill_store = spill_store
+        self.values = values
         self._emit = emit
         self._model_factory = model_factory
         self._model: ChatModel | None = None
@@ -593,6 +595,7 @@ class AgentLoop:
             session_id=self.session_id,
             spill_store=self.spill_store,
             on_output=on_output,
+            values=self.values,
         )
         return await self.registry.execute(name, args_model, ctx)
 
@@ -649,6 +652,20 @@ class AgentLoop:
             )
         if fresh:
             self._memory_seen_at = max(str(a.get("at", "")) for a in fresh)
+
+    async def _workspace_keys(self) -> list[str]:
+        """The first keys of the named text workspace, named in the compaction summary
+        so the model still knows what it kept (the values stay in the journal)."""
+        if self.values is None:
+            return []
+        try:
+            rows = await self.values.workspace_list(
+                self.session_id, limit=history.WORKSPACE_NOTE_KEYS + 1
+            )
+        except Exception:
+            log.debug("workspace keys unavailable for the summary", exc_info=True)
+            return []
+        return [row[0] for row in rows]
 
     async def _notice(self, level: str, text: str) -> None:
         await self.transcript.add(history.ROW_NOTICE, {"level": level, "text": text})
@@ -713,7 +730,11 @@ class AgentLoop:
             failed = True
             summary = cmp.fallback_summary(previous, removed)
         tail = messages[cut:]
-        summary_msg = {"role": "user", "content": cmp.SUMMARY_PREFIX + summary}
+        workspace_keys = await self._workspace_keys()
+        summary_msg = {
+            "role": "user",
+            "content": cmp.SUMMARY_PREFIX + summary + history.workspace_note(workspace_keys),
+        }
         after = cmp.view_tokens(system, [summary_msg, *tail], tools)
         spilled: dict[str, str] = {}
         if after > int(rules.retain_ratio * window):
@@ -755,6 +776,7 @@ class AgentLoop:
                 "removed_messages": len(removed),
                 "summary_failed": failed,
                 "spilled": spilled,
+                "workspace_keys": workspace_keys,
             },
         )
         # §12.6: reminders buffered before the compaction lose their authority.

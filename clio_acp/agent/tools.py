@@ -378,6 +378,8 @@ class ToolContext:
     session_id: str
     spill_store: SpillStore | None = None
     on_output: OutputCallback | None = None
+    values: Any = None
+    """The named text workspace's store (``text_workspace.WorkspaceValueStore``)."""
 
 
 class ToolInputError(ValueError):
@@ -890,6 +892,8 @@ class ToolRegistry:
             title = f"{name} {_short(data.get('pattern', ''))}"
         elif name in ("read_spill", "grep_spill"):
             title = f"{name} {data.get('ref', '')}"
+        elif name.startswith("workspace_") and data.get("key"):
+            title = f"{name} {_short(data['key'])}"
         else:
             title = name
         return title, locations

@@ -34,6 +34,7 @@ _COMMANDS = {
     "settings": "settings_cmd",
     "targets": "targets_cmd",
     "usage": "usage_cmd",
+    "workspace": "workspace_cmd",
 }
 
 

@@ -4,7 +4,8 @@ Owns the on-disk record of every session: a ``sessions`` row (cwd, roots, mode, 
 parent, timestamps, the saved task bank of MEMORY_SPEC §12 item 7), an append-only
 ``events`` table (prompt, model return with usage, tool call and result, compaction,
 reminder, notice, memory step id, turn end — one row each, numbered per session from
-1) and a ``spills`` table holding whole oversized tool results. The model view and the
+1), a ``spills`` table holding whole oversized tool results and a ``workspace_values``
+table holding the named text values the model keeps (``agent/text_workspace.py``). The model view and the
 replay of a loaded session are projections of these rows (``session/history.py``).
 
 All SQLite work runs on one dedicated worker thread, never on the event loop. The
@@ -59,6 +60,13 @@ CREATE TABLE IF NOT EXISTS spills (
     ref TEXT NOT NULL,
     content TEXT NOT NULL,
     PRIMARY KEY (session_id, ref)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS workspace_values (
+    session_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (session_id, key)
 ) WITHOUT ROWID;
 """
 
@@ -268,6 +276,7 @@ class Journal:
             try:
                 conn.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
                 conn.execute("DELETE FROM spills WHERE session_id = ?", (session_id,))
+                conn.execute("DELETE FROM workspace_values WHERE session_id = ?", (session_id,))
                 cur = conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
                 conn.execute("COMMIT")
             except BaseException:
@@ -278,7 +287,7 @@ class Journal:
         return await self._run(op)
 
     async def copy_history(self, source_id: str, target_id: str) -> int:
-        """Copy every event and spill of ``source_id`` into ``target_id`` (fork).
+        """Copy every event, spill and workspace value of ``source_id`` into ``target_id`` (fork).
         Returns the number of events copied."""
 
         def op() -> int:
@@ -293,6 +302,11 @@ class Journal:
                 conn.execute(
                     "INSERT OR IGNORE INTO spills (session_id, ref, content) "
                     "SELECT ?, ref, content FROM spills WHERE session_id = ?",
+                    (target_id, source_id),
+                )
+                conn.execute(
+                    "INSERT OR IGNORE INTO workspace_values (session_id, key, value, updated_at) "
+                    "SELECT ?, key, value, updated_at FROM workspace_values WHERE session_id = ?",
                     (target_id, source_id),
                 )
                 conn.execute("COMMIT")
@@ -406,6 +420,86 @@ class Journal:
                 "SELECT content FROM spills WHERE session_id = ? AND ref = ?", (session_id, ref)
             ).fetchone()
             return row[0] if row else None
+
+        return await self._run(op)
+
+    # ------------------------------------------------------------------ workspace values
+
+    async def workspace_put(
+        self, session_id: str, key: str, value: str, *, max_entries: int
+    ) -> tuple[bool, int | None]:
+        """Store ``value`` under ``key`` (a write replaces). Returns (stored, previous
+        length in chars or None when the key is new); (False, None) when the key is new
+        and the session already holds ``max_entries`` values."""
+        at = utc_now()
+
+        def op() -> tuple[bool, int | None]:
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT length(value) FROM workspace_values WHERE session_id = ? AND key = ?",
+                    (session_id, key),
+                ).fetchone()
+                if row is None:
+                    (count,) = conn.execute(
+                        "SELECT COUNT(*) FROM workspace_values WHERE session_id = ?", (session_id,)
+                    ).fetchone()
+                    if count >= max_entries:
+                        conn.execute("ROLLBACK")
+                        return False, None
+                conn.execute(
+                    "INSERT OR REPLACE INTO workspace_values (session_id, key, value, updated_at) "
+                    "VALUES (?, ?, ?, ?)",
+                    (session_id, key, value, at),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return True, (int(row[0]) if row is not None else None)
+
+        return await self._run(op)
+
+    async def workspace_get(self, session_id: str, key: str) -> str | None:
+        """The value stored under ``key``, or None."""
+
+        def op() -> str | None:
+            row = self.conn.execute(
+                "SELECT value FROM workspace_values WHERE session_id = ? AND key = ?",
+                (session_id, key),
+            ).fetchone()
+            return row[0] if row else None
+
+        return await self._run(op)
+
+    async def workspace_list(
+        self, session_id: str, *, after: str | None = None, limit: int = 100
+    ) -> list[tuple[str, int, str]]:
+        """(key, length in chars, updated_at) of the values with ``key > after``, in key
+        order, at most ``limit``."""
+
+        def op() -> list[tuple[str, int, str]]:
+            rows = self.conn.execute(
+                "SELECT key, length(value), updated_at FROM workspace_values "
+                "WHERE session_id = ? AND key > ? ORDER BY key LIMIT ?",
+                (session_id, after or "", int(limit)),
+            ).fetchall()
+            return [(str(r[0]), int(r[1]), str(r[2])) for r in rows]
+
+        return await self._run(op)
+
+    async def workspace_delete(self, session_id: str, key: str) -> int | None:
+        """Delete ``key``; returns the deleted value's length in chars, None if absent."""
+
+        def op() -> int | None:
+            conn = self.conn
+            row = conn.execute(
+                "DELETE FROM workspace_values WHERE session_id = ? AND key = ? "
+                "RETURNING length(value)",
+                (session_id, key),
+            ).fetchone()
+            return int(row[0]) if row else None
 
         return await self._run(op)
 

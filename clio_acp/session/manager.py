@@ -44,7 +44,8 @@ from clio_acp.agent.loop import BASE_SYSTEM_PROMPT, AgentLoop, ContextRules, Tra
 from clio_acp.agent.memory_hooks import InjectReminder, MemoryHooks, NullMemory
 from clio_acp.agent.model_port import ChatModel, resolve_chat_model
 from clio_acp.agent.permissions import PERMISSION_MODES, PermissionGate, PermissionHandler
-from clio_acp.agent.tools import LocalToolHost, ToolHost, ToolRegistry, Workspace
+from clio_acp.agent.text_workspace import WORKSPACE_TOOLS
+from clio_acp.agent.tools import BUILTIN_TOOLS, LocalToolHost, ToolHost, ToolRegistry, Workspace
 from clio_acp.events import (
     HandoffOffer,
     MemoryCleared,
@@ -283,7 +284,7 @@ class Session:
             session_id=self.id,
             workspace=self.workspace,
             host=host,
-            registry=ToolRegistry(),
+            registry=ToolRegistry((*BUILTIN_TOOLS, *WORKSPACE_TOOLS)),
             gate=self.gate,
             memory=memory,
             transcript=self.transcript,
@@ -294,6 +295,7 @@ class Session:
             limits=TurnLimits(max_turn_requests=manager.max_turn_requests),
             rules=rules,
             on_bank_changed=self.save_bank,
+            values=journal,
         )
 
     # ------------------------------------------------------------------ events
