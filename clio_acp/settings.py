@@ -31,9 +31,26 @@ from pydantic.alias_generators import to_camel
 
 log = logging.getLogger(__name__)
 
-# MEMORY_SPEC §3/§10: one constant shared by the policy step and the settings default
-# (bug class §11.3: two defaults once disagreed). A test pins the two together.
+# Defaults that other modules need as well (the policy step, the agent loop, the
+# compactor, the spill, the CLI, targets) are stated here once and imported from here
+# (bug class MEMORY_SPEC §11.3: two defaults once disagreed);
+# tests/foundation/test_settings_defaults.py pins every use to these.
 MEMORY_TIMEOUT_MS_DEFAULT = 60_000
+"""MEMORY_SPEC §3/§10: deadline of one memory step, ms."""
+MEMORY_MAX_OUTPUT_TOKENS_DEFAULT = 2_000
+"""MEMORY_SPEC §10: memory model completion budget, tokens."""
+COMPACTION_TRIGGER_RATIO_DEFAULT = 0.8
+"""Seed ``004``: compact when the model view reaches this share of the window."""
+COMPACTION_RETAIN_RATIO_DEFAULT = 0.5
+"""Seed ``004``: the retained tail fits in this share of the window."""
+SPILL_THRESHOLD_BYTES_DEFAULT = 8_192
+"""Seed ``004``: tool results larger than this many UTF-8 bytes are spilled."""
+MAX_TURN_REQUESTS_DEFAULT = 50
+"""Model requests allowed in one turn before it stops with ``max_turn_requests``."""
+CONTEXT_WINDOW_DEFAULT = 32_768
+"""Model window, tokens, when neither the target nor the server says otherwise."""
+REQUEST_TIMEOUT_MS_DEFAULT = 300_000
+"""Deadline of one chat request on a target, ms."""
 
 
 class _Model(BaseModel):
@@ -55,7 +72,7 @@ class MemorySettings(_Model):
     """Tool calls between interval triggers (min 2)."""
     trajectory_steps: int = Field(default=8, ge=1)
     """Trajectory window, in tool steps (min 1)."""
-    max_output_tokens: int = Field(default=2000, ge=1)
+    max_output_tokens: int = Field(default=MEMORY_MAX_OUTPUT_TOKENS_DEFAULT, ge=1)
     """Memory model completion budget, tokens; the reminder cap is 4 chars per token."""
     timeout_ms: int = Field(default=MEMORY_TIMEOUT_MS_DEFAULT, ge=1)
     """Deadline of one memory step, ms."""
@@ -89,11 +106,11 @@ class ContextSettings(_Model):
     """``context.*``: memory plus the context-window rules (compaction, spill)."""
 
     memory: MemorySettings = Field(default_factory=MemorySettings)
-    compaction_trigger_ratio: float = Field(default=0.8, gt=0, le=1)
+    compaction_trigger_ratio: float = Field(default=COMPACTION_TRIGGER_RATIO_DEFAULT, gt=0, le=1)
     """Compact when the model view reaches this share of the model window."""
-    compaction_retain_ratio: float = Field(default=0.5, gt=0, lt=1)
+    compaction_retain_ratio: float = Field(default=COMPACTION_RETAIN_RATIO_DEFAULT, gt=0, lt=1)
     """Share of the window the retained tail may use after compaction."""
-    spill_threshold_bytes: int = Field(default=8192, ge=256)
+    spill_threshold_bytes: int = Field(default=SPILL_THRESHOLD_BYTES_DEFAULT, ge=256)
     """A tool result larger than this (UTF-8 bytes) is spilled with a preview."""
 
 
@@ -124,7 +141,7 @@ class TargetSettings(_Model):
     always_reasoning_models: list[str] = Field(default_factory=list)
     """Models that always think: the memory route refuses to share them with chat
     (MEMORY_SPEC §10 route safety)."""
-    request_timeout_ms: int = Field(default=300_000, ge=1)
+    request_timeout_ms: int = Field(default=REQUEST_TIMEOUT_MS_DEFAULT, ge=1)
     """Deadline of one chat request on this target, ms (memory uses its own)."""
     context_window: int | None = Field(default=None, ge=1024)
     """Model window in tokens (compaction triggers at 0.8 of it); unset: 32,768."""

@@ -56,11 +56,14 @@ from clio_acp.events import (
     ToolCallUpdated,
     UsageUpdate,
 )
+from clio_acp.settings import (
+    COMPACTION_RETAIN_RATIO_DEFAULT,
+    COMPACTION_TRIGGER_RATIO_DEFAULT,
+    MAX_TURN_REQUESTS_DEFAULT,
+    SPILL_THRESHOLD_BYTES_DEFAULT,
+)
 
 log = logging.getLogger(__name__)
-
-MAX_TURN_REQUESTS_DEFAULT = 50
-"""Model requests allowed in one turn before it stops with ``max_turn_requests``."""
 
 BASE_SYSTEM_PROMPT = """You are clio, a coding agent working in the user's workspace through tools.
 - Read before you edit; make the smallest change that solves the task; run the tests or the command that proves it.
@@ -81,9 +84,9 @@ class TurnLimits:
 class ContextRules:
     """The compaction/spill settings in force for the turn (``context.*``)."""
 
-    trigger_ratio: float = cmp.TRIGGER_RATIO
-    retain_ratio: float = cmp.RETAIN_RATIO
-    spill_threshold_bytes: int = 8_192
+    trigger_ratio: float = COMPACTION_TRIGGER_RATIO_DEFAULT
+    retain_ratio: float = COMPACTION_RETAIN_RATIO_DEFAULT
+    spill_threshold_bytes: int = SPILL_THRESHOLD_BYTES_DEFAULT
 
 
 EventSink = Callable[[SessionEvent], Awaitable[None]]

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from clio_acp.models import ChatRequest, Done, ReasoningDelta, Router, TextDelta
 from clio_acp.models.errors import ModelError
 from clio_acp.paths import Paths
-from clio_acp.settings import RoleSettings, Settings
+from clio_acp.settings import CONTEXT_WINDOW_DEFAULT, RoleSettings, Settings
 
 __all__ = [
     "ChatModel",
@@ -34,9 +34,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_CONTEXT_WINDOW = 32_768
-"""Model window in tokens when neither the target nor the server says otherwise."""
 
 TextCallback = Callable[[str], Awaitable[None] | None]
 
@@ -185,9 +182,9 @@ def resolve_chat_model(
         )
         settings = settings.model_copy(update={"chat": chat})
     router = Router(settings, paths=paths)
-    window = DEFAULT_CONTEXT_WINDOW
+    window = CONTEXT_WINDOW_DEFAULT
     route = router.chat_route
     if route is not None:
         spec = settings.target(route.target.id)
-        window = getattr(spec, "context_window", None) or DEFAULT_CONTEXT_WINDOW
+        window = getattr(spec, "context_window", None) or CONTEXT_WINDOW_DEFAULT
     return RouterChatModel(router, context_window=window)

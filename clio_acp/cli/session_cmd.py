@@ -21,6 +21,7 @@ from typing import Any
 from clio_acp.agent.history import ROW_TYPES
 from clio_acp.agent.permissions import PERMISSION_MODES, PermissionDecision, PermissionRequest
 from clio_acp.paths import resolve_paths
+from clio_acp.settings import MAX_TURN_REQUESTS_DEFAULT
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -49,7 +50,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--session", help="continue this stored session instead of starting a new one")
     run.add_argument("--json", action="store_true", help="print one JSON event per line")
     run.add_argument(
-        "--max-requests", type=int, default=50, help="model requests allowed in the turn"
+        "--max-requests",
+        type=int,
+        default=MAX_TURN_REQUESTS_DEFAULT,
+        help="model requests allowed in the turn",
     )
     run.set_defaults(func=_run)
 

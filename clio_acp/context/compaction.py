@@ -18,11 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clio_acp.context.tokens import CHARS_PER_TOKEN, estimate_message, estimate_messages
+from clio_acp.settings import COMPACTION_TRIGGER_RATIO_DEFAULT
 
-TRIGGER_RATIO = 0.8
-"""Seed ``004``: compact when the view reaches this share of the model window."""
-RETAIN_RATIO = 0.5
-"""Seed ``004``: the retained tail fits in this share of the window."""
 USER_TEXT_CLIP_TOKENS = 262_144
 """Seed ``004``: user text parts above this many tokens are clipped (middle removed)."""
 TOOL_TEXT_CLIP_TOKENS = 10_000
@@ -96,7 +93,7 @@ def clip_message(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def should_compact(
-    view_tokens: int, window_tokens: int, trigger_ratio: float = TRIGGER_RATIO
+    view_tokens: int, window_tokens: int, trigger_ratio: float = COMPACTION_TRIGGER_RATIO_DEFAULT
 ) -> bool:
     """True when ``view_tokens`` reaches ``trigger_ratio`` of ``window_tokens``."""
     return window_tokens > 0 and view_tokens >= trigger_ratio * window_tokens

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
-SPILL_THRESHOLD_BYTES = 8_192
-"""Seed ``004``: results larger than this many UTF-8 bytes are spilled."""
+from clio_acp.settings import SPILL_THRESHOLD_BYTES_DEFAULT
+
 PREVIEW_CHARS = 500
 """Seed ``004``: the model sees this many leading characters of a spilled result."""
 READ_MAX_CHARS = 32_768
@@ -51,7 +51,7 @@ class Spilled:
     visible: str
 
 
-def needs_spill(text: str, threshold_bytes: int = SPILL_THRESHOLD_BYTES) -> bool:
+def needs_spill(text: str, threshold_bytes: int = SPILL_THRESHOLD_BYTES_DEFAULT) -> bool:
     """True when ``text`` is larger than ``threshold_bytes`` UTF-8 bytes."""
     # Cheap check first: chars <= bytes, and 4 bytes per char at most.
     if len(text) > threshold_bytes:

@@ -38,7 +38,7 @@ from clio_acp.memory.prompts import (
     build_user_prompt,
     step_to_dict,
 )
-from clio_acp.settings import MEMORY_TIMEOUT_MS_DEFAULT
+from clio_acp.settings import MEMORY_MAX_OUTPUT_TOKENS_DEFAULT, MEMORY_TIMEOUT_MS_DEFAULT
 
 __all__ = [
     "MEMORY_PREFIX",
@@ -188,7 +188,7 @@ class PolicyInput:
     task: str | None
     trajectory: Sequence[StepLike] = ()
     deterministic_trigger: bool = False
-    max_tokens: int = 2000  # MEMORY_SPEC §10: maxOutputTokens default
+    max_tokens: int = MEMORY_MAX_OUTPUT_TOKENS_DEFAULT
     model_max_tokens: int | None = None
     timeout_ms: float | None = None
     suppress_intervention: bool = False

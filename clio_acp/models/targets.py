@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from clio_acp.models.dialects import Dialect, dialect_for
 from clio_acp.models.errors import RouteError
-from clio_acp.settings import TargetSettings
+from clio_acp.settings import REQUEST_TIMEOUT_MS_DEFAULT, TargetSettings
 
 # The OpenAI runtime reads this variable when ``apiKeyEnv`` is not set.
 OPENAI_KEY_ENV = "OPENAI_API_KEY"
@@ -50,7 +50,7 @@ class Target:
     declared_capacity: int | None = None
     default_model: str | None = None
     always_reasoning_models: frozenset[str] = field(default_factory=frozenset)
-    request_timeout_ms: int = 300_000
+    request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT
     continuation_replay: bool = True
     """Send a model's reasoning state back to it on later requests (``continuation``)."""
 

@@ -62,7 +62,7 @@ from clio_acp.events import (
 )
 from clio_acp.paths import Paths
 from clio_acp.session.journal import Journal, JournalEntry, SessionRecord
-from clio_acp.settings import RoleSettings, Settings
+from clio_acp.settings import MAX_TURN_REQUESTS_DEFAULT, RoleSettings, Settings
 from clio_acp.timestamps import utc_now
 
 log = logging.getLogger(__name__)
@@ -578,7 +578,7 @@ class SessionManager:
         delivers_reminders: bool = True,
         model_factory: ModelFactory | None = None,
         memory_factory: MemoryFactory | None = None,
-        max_turn_requests: int = 50,
+        max_turn_requests: int = MAX_TURN_REQUESTS_DEFAULT,
         watch_workspaces: bool = True,
     ) -> None:
         self.paths = paths
