@@ -88,7 +88,7 @@ def test_doctor_says_the_llm_tier_is_opt_in(model_server, run_cli, isolated_dirs
 
 
 def test_local_status_reports_a_missing_model(run_cli, isolated_dirs):
-    result = run_cli("local", "status", "--json", env={"CLIO_ACP_LLAMA_SERVER": "/nonexistent"})
+    result = run_cli("local", "status", "--json")
     assert result.returncode == 1
     status = json.loads(result.stdout)
     assert status["installed"] is False and status["modelInstalled"] is False

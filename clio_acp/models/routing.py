@@ -191,7 +191,11 @@ class Router:
             return cached
         manager = self._local or local_manager(self.paths)
         url = await manager.ensure_started()
-        live = replace(target.with_base_url(url), declared_capacity=manager.slots)
+        live = replace(
+            target.with_base_url(url),
+            declared_capacity=manager.slots,
+            api_key_value=manager.api_key,
+        )
         self._live_targets[target.id] = live
         return live
 

@@ -53,6 +53,9 @@ class Target:
     request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT
     continuation_replay: bool = True
     """Send a model's reasoning state back to it on later requests (``continuation``)."""
+    api_key_value: str | None = field(default=None, repr=False)
+    """A key held in memory (the embedded server's per-start key); wins over
+    ``api_key_env``."""
 
     @classmethod
     def from_settings(cls, entry: TargetSettings) -> Target:
@@ -87,8 +90,10 @@ class Target:
         return replace(self, base_url=normalize_base_url(base_url))
 
     def api_key(self, env: Mapping[str, str] | None = None) -> str | None:
-        """The API key from ``api_key_env``; None when no variable is named. Raises
-        ``RouteError`` when the named variable is unset or empty."""
+        """``api_key_value``, else the key from ``api_key_env``; None when neither is
+        given. Raises ``RouteError`` when the named variable is unset or empty."""
+        if self.api_key_value:
+            return self.api_key_value
         if not self.api_key_env:
             return None
         value = (os.environ if env is None else env).get(self.api_key_env)

@@ -1,4 +1,4 @@
-"""Against the real embedded model (llama.cpp's llama-server + SmolLM2-135M), as
+"""Against the real embedded model (llama.cpp's server from xllamacpp + SmolLM2-135M), as
 installed by ``clio-acp local install`` (``.ci/run`` does it). Skipped only when it
 is not installed. Asserts shape, never wording (issue 5 item 7)."""
 
@@ -24,7 +24,6 @@ from clio_acp.models.local import (
     free_port,
     local_status,
     model_path,
-    server_binary,
 )
 from clio_acp.models.routing import Router
 from clio_acp.models.targets import Target
@@ -64,15 +63,20 @@ USER = (
 )
 
 
+KEY_ENV = "CLIO_TEST_EMBEDDED_KEY"
+"""Holds the module server's API key while it runs (targets name it in apiKeyEnv)."""
+
+
 @pytest.fixture(scope="module")
 def embedded_url(tmp_path_factory):
-    """One llama-server for the module (started with plain subprocess so any test's
-    event loop can use it)."""
+    """One embedded server for the module (started with plain subprocess so any
+    test's event loop can use it); yields its base URL with ``$CLIO_TEST_EMBEDDED_KEY``
+    holding its API key."""
     log_dir = tmp_path_factory.mktemp("llama-log")
     port = free_port()
-    command = EmbeddedServer(replace(REAL_PATHS, state=log_dir)).command(port)
-    log = (log_dir / "server.log").open("wb")
-    proc = subprocess.Popen(command, stdout=log, stderr=log)
+    server = EmbeddedServer(replace(REAL_PATHS, state=log_dir / "state"))
+    log = (log_dir / "early.log").open("wb")
+    proc = subprocess.Popen(server.command(port), env=server.environment(), stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(1200):
@@ -81,9 +85,11 @@ def embedded_url(tmp_path_factory):
                     break
             except httpx.HTTPError:
                 pass
-            assert proc.poll() is None, (log_dir / "server.log").read_text()[-2000:]
+            assert proc.poll() is None, server._log_tail() + (log_dir / "early.log").read_text()
             time.sleep(0.1)
-        yield f"{base}/v1"
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(KEY_ENV, server.api_key)
+            yield f"{base}/v1"
     finally:
         proc.terminate()
         proc.wait(10)
@@ -93,7 +99,7 @@ def embedded_url(tmp_path_factory):
 def _settings(url: str, **memory) -> Settings:
     return Settings.model_validate(
         {
-            "targets": [{"id": "local", "runtime": "embedded", "url": url}],
+            "targets": [{"id": "local", "runtime": "embedded", "url": url, "apiKeyEnv": KEY_ENV}],
             "chat": {"target": "local"},
             "context": {"memory": {"target": "local", **memory}},
         }
@@ -124,8 +130,64 @@ async def test_streaming_chat_yields_text_deltas_usage_and_timings(embedded_url)
     assert comp.timings is not None and comp.timings.prompt_tokens is not None
 
 
+def test_the_server_wants_its_api_key_and_reports_the_per_slot_window(embedded_url):
+    root = embedded_url.removesuffix("/v1")
+    assert httpx.get(f"{root}/props", timeout=10).status_code == 401
+    assert httpx.get(f"{embedded_url}/models", timeout=10).status_code == 401
+    good = {"Authorization": f"Bearer {os.environ[KEY_ENV]}"}
+    props = httpx.get(f"{root}/props", headers=good, timeout=10).json()
+    assert props["total_slots"] == 2
+    assert props["default_generation_settings"]["n_ctx"] == 4096  # 8192 over 2 slots
+
+
+def test_the_chat_template_renders_tools_calls_and_results(embedded_url):
+    good = {"Authorization": f"Bearer {os.environ[KEY_ENV]}"}
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "list_dir",
+            "description": "List a directory.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+    messages = [
+        {"role": "system", "content": "You are clio."},
+        {"role": "user", "content": "List the files."},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "list_dir", "arguments": '{"path": "."}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "README.md\nsrc/"},
+    ]
+    answer = httpx.post(
+        embedded_url.removesuffix("/v1") + "/apply-template",
+        json={"messages": messages, "tools": [tool]},
+        headers=good,
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    prompt = answer.json()["prompt"]
+    assert '"name": "list_dir"' in prompt and "List a directory." in prompt
+    assert '<tool_call>\n{"name": "list_dir", "arguments": {"path": "."}}' in prompt
+    assert "<tool_response>\nREADME.md\nsrc/\n</tool_response>" in prompt
+    assert prompt.rstrip().endswith("<|im_start|>assistant")
+
+
+def test_install_leaves_no_download_cache_behind():
+    assert not (REAL_PATHS.cache / "local-model").exists()
+
+
 async def test_slots_are_discovered_from_props(embedded_url):
-    client = ModelClient(Target(id="local", runtime="embedded", base_url=embedded_url))
+    client = ModelClient(
+        Target(id="local", runtime="embedded", base_url=embedded_url, api_key_env=KEY_ENV)
+    )
     try:
         assert await client.discover_slots() == 2
         assert MODEL_ALIAS in await client.list_models()
@@ -191,12 +253,7 @@ async def test_router_starts_the_embedded_target_on_first_use(tmp_path):
 
 
 def test_targets_probe_shows_the_embedded_target_healthy(isolated_dirs):
-    env = subprocess_env(
-        {
-            "CLIO_ACP_LOCAL_MODEL": str(model_path(REAL_PATHS)),
-            "CLIO_ACP_LLAMA_SERVER": str(server_binary()),
-        }
-    )
+    env = subprocess_env({"CLIO_ACP_LOCAL_MODEL": str(model_path(REAL_PATHS))})
     result = subprocess.run(
         [sys.executable, "-m", "clio_acp", "targets", "--probe", "--json"],
         capture_output=True, text=True, env=env, timeout=180,
