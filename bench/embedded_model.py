@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -125,6 +126,7 @@ async def main(runs: int, max_tokens: int) -> dict[str, object]:
         paths = replace(real, state=Path(tmp))
         server = EmbeddedServer(paths)
         url = await server.start()
+        os.environ["CLIO_BENCH_EMBEDDED_KEY"] = server.api_key  # the server wants its key
         bank = TaskMemoryBank()
         bank.save("knowledge", "The user forbids new dependencies; keep Python 3.9 compatible.")
         user = build_user_prompt(TASK, bank, 2000, TRAJECTORY)
@@ -133,7 +135,14 @@ async def main(runs: int, max_tokens: int) -> dict[str, object]:
             for label, constrained in (("grammar", True), ("free", False)):
                 settings = Settings.model_validate(
                     {
-                        "targets": [{"id": "embedded", "runtime": "embedded", "url": url}],
+                        "targets": [
+                            {
+                                "id": "embedded",
+                                "runtime": "embedded",
+                                "url": url,
+                                "apiKeyEnv": "CLIO_BENCH_EMBEDDED_KEY",
+                            }
+                        ],
                         "chat": {"target": "embedded"},
                         "context": {
                             "memory": {"target": "embedded", "constrainedDecoding": constrained}
