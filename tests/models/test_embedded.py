@@ -241,8 +241,10 @@ async def test_embedded_server_lifecycle_start_ready_stop(tmp_path):
 async def test_router_starts_the_embedded_target_on_first_use(tmp_path):
     paths = replace(REAL_PATHS, state=tmp_path / "state")
     manager = LocalModelManager(paths)
-    router = Router(Settings(), paths=paths, local=manager)
-    assert router.chat_route.target.runtime == "embedded"  # no targets: embedded default
+    # No targets: chat defaults to the embedded model; memory only when asked for.
+    settings = Settings.model_validate({"context": {"memory": {"target": "embedded"}}})
+    router = Router(settings, paths=paths, local=manager)
+    assert router.chat_route.target.runtime == "embedded"
     try:
         answer = await router.memory_complete(SYSTEM, USER, 200, timeout_ms=120_000)
         assert parse_envelope(answer.text).failure != "unparseable"
