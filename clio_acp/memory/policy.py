@@ -27,10 +27,20 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.envelope import Operation, parse_envelope, resolve_operations
+from clio_acp.memory.gates import (
+    MEMORY_PREFIX,
+    EndpointBusy,
+    GateInput,
+    PolicyDecision,
+    PolicyReason,
+    classify_client_error,
+    gate_reminder,
+    prefixed,
+)
 from clio_acp.memory.op_filters import protected_entry_ids
 from clio_acp.memory.prompts import (
     POLICY_SYSTEM_PROMPT,
@@ -64,39 +74,9 @@ log = logging.getLogger(__name__)
 # MEMORY_SPEC §3 run order step 2: the policy's own default deadline is the settings
 # default (one constant; a test pins the two together).
 TASK_MEMORY_POLICY_DEFAULT_TIMEOUT_MS = MEMORY_TIMEOUT_MS_DEFAULT
-# MEMORY_SPEC §3 gate 3: every delivered reminder starts with this prefix.
-MEMORY_PREFIX = "Memory: "
-# MEMORY_SPEC §3 gate 3: the reminder cap is 4 chars per token of maxTokens.
-CHARS_PER_TOKEN = 4
 # MEMORY_SPEC §3 gate 8: limits on file-like references in a reminder.
 MAX_PATH_REFERENCES = 16
 MAX_PATH_REFERENCE_CHARS = 320
-
-PolicyDecision = Literal["silent", "injected", "gated", "timeout", "malformed"]
-PolicyReason = Literal[
-    "intervened",
-    "model_silent",
-    "duplicate_reminder",
-    "suppressed",
-    "uncited",
-    "invalid_path",
-    "resolved_failure",
-    "over_budget",
-    "invalid_reminder",
-    "unparseable",
-    "all_operations_invalid",
-    "deadline",
-    "timed_out",
-    "endpoint_busy",
-    "client_error",
-    "no_client",
-    "scope_changed",
-]
-
-
-class EndpointBusy(Exception):
-    """The memory route's endpoint has no free request slot (HTTP 429/503 or local
-    capacity): the step is skipped and its triggers stay pending (§3 step 7, §4)."""
 
 
 @dataclass(frozen=True)
@@ -274,29 +254,6 @@ class _UsageOnce:
             log.debug("memory usage sink failed", exc_info=True)
 
 
-_TIMEOUT_WORDS = re.compile(r"\b(?:abort(?:ed)?|timed out|timeout)\b", re.IGNORECASE)
-
-
-def classify_client_error(exc: BaseException) -> tuple[PolicyDecision, PolicyReason]:
-    """Map a client exception to (decision, reason) per MEMORY_SPEC §3 step 7.
-
-    ``EndpointBusy`` → silent/endpoint_busy; an ``AbortError``/``TimeoutError``
-    (by class name anywhere in its MRO, or ``TimeoutError``/``CancelledError``
-    instances) or a message matching ``abort(ed)?|timed out|timeout`` →
-    timeout/timed_out; anything else → silent/client_error.
-    """
-    if isinstance(exc, EndpointBusy):
-        return "silent", "endpoint_busy"
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    if (
-        isinstance(exc, TimeoutError | asyncio.CancelledError)
-        or names & {"AbortError", "TimeoutError"}
-        or _TIMEOUT_WORDS.search(str(exc))
-    ):
-        return "timeout", "timed_out"
-    return "silent", "client_error"
-
-
 def apply_operations(bank: TaskMemoryBank, operations: Iterable[Operation]) -> int:
     """Apply repaired ops in source order; returns how many were applied.
 
@@ -415,30 +372,48 @@ async def run_task_memory_policy(
     answer that still completes (a client that shields its read), is forwarded to
     ``on_step_usage`` — once, first report wins.
     """
-    cancel = inputs.cancel
+    step = _PolicyStep(bank, inputs)
+    if not step.current():
+        return PolicyResult("silent", "scope_changed")
+    if client is None:
+        return PolicyResult("silent", "no_client")
+    step.user_prompt = build_user_prompt(inputs.task, bank, inputs.max_tokens, inputs.trajectory)
+    early = await step.ask(client)
+    if early is not None:
+        return early
+    # -- after the answer: still ours? (§3 step 4) ----------------------------------
+    if not step.current():
+        return step.finish("silent", "scope_changed", observe=False)
+    return await step.write_and_gate()
 
-    def current() -> bool:
+
+class _PolicyStep:
+    """The state of one ``run_task_memory_policy`` call: its inputs, the usage seen
+    once, the answer and its route, and the trace handed to the observer."""
+
+    def __init__(self, bank: TaskMemoryBank, inputs: PolicyInput) -> None:
+        self.bank = bank
+        self.inputs = inputs
+        self.usage = _UsageOnce(inputs.on_step_usage)
+        self.user_prompt = ""
+        self.response: str | None = None
+        self.answered: dict[str, str | None] = {}
+
+    def current(self) -> bool:
+        """False once the step was cancelled or ``is_current`` says (or raises) so."""
+        cancel, is_current = self.inputs.cancel, self.inputs.is_current
         if cancel is not None and cancel.is_set():
             return False
-        if inputs.is_current is None:
+        if is_current is None:
             return True
         try:
-            return bool(inputs.is_current())
+            return bool(is_current())
         except Exception:
             log.debug("is_current raised; treating the step as stale", exc_info=True)
             return False
 
-    if not current():
-        return PolicyResult("silent", "scope_changed")
-    if client is None:
-        return PolicyResult("silent", "no_client")
-
-    user_prompt = build_user_prompt(inputs.task, bank, inputs.max_tokens, inputs.trajectory)
-    usage = _UsageOnce(inputs.on_step_usage)
-    response: str | None = None
-    answered: dict[str, str | None] = {}
-
     def finish(
+        self,
         decision: PolicyDecision,
         reason: PolicyReason,
         *,
@@ -449,7 +424,8 @@ async def run_task_memory_policy(
         error: str | None = None,
         observe: bool = True,
     ) -> PolicyResult:
-        got = usage.usage
+        """The step's result; the trace goes to ``on_envelope`` while still current."""
+        got = self.usage.usage
         result = PolicyResult(
             decision=decision,
             reason=reason,
@@ -461,61 +437,163 @@ async def run_task_memory_policy(
             usage=got,
             cited=cited,
             error=error,
-            target_id=answered.get("target_id"),
-            model_id=answered.get("model_id"),
-            decoding=answered.get("decoding"),
+            target_id=self.answered.get("target_id"),
+            model_id=self.answered.get("model_id"),
+            decoding=self.answered.get("decoding"),
         )
-        if observe and inputs.on_envelope is not None and current():
-            try:
-                inputs.on_envelope(
-                    PolicyTrace(
-                        decision=decision,
-                        reason=reason,
-                        bank_operations=bank_operations,
-                        dropped_operations=dropped_operations,
-                        cited=cited,
-                        reminder=reminder,
-                        error=error,
-                        response=response,
-                        user_prompt=user_prompt,
-                        system_prompt_chars=len(POLICY_SYSTEM_PROMPT),
-                    )
-                )
-            except Exception:  # a throwing observer is ignored (§3 step 8)
-                log.debug("memory envelope observer failed", exc_info=True)
+        if observe and self.inputs.on_envelope is not None and self.current():
+            self._observe(result)
         return result
 
-    # -- the model call, raced against the deadline and cancellation (§3 step 2) ----
-    timeout_ms = (
-        inputs.timeout_ms
-        if inputs.timeout_ms is not None
-        else TASK_MEMORY_POLICY_DEFAULT_TIMEOUT_MS
-    )
-    abort = asyncio.Event()
-    try:
-        completion = asyncio.ensure_future(
-            client.complete(
-                POLICY_SYSTEM_PROMPT,
-                user_prompt,
-                inputs.model_max_tokens or inputs.max_tokens,
-                abort=abort,
-                on_usage=usage,
+    def _observe(self, result: PolicyResult) -> None:
+        try:
+            self.inputs.on_envelope(  # type: ignore[misc]
+                PolicyTrace(
+                    decision=result.decision,
+                    reason=result.reason,
+                    bank_operations=result.bank_operations,
+                    dropped_operations=result.dropped_operations,
+                    cited=result.cited,
+                    reminder=result.reminder,
+                    error=result.error,
+                    response=self.response,
+                    user_prompt=self.user_prompt,
+                    system_prompt_chars=len(POLICY_SYSTEM_PROMPT),
+                )
             )
-        )
-    except Exception as exc:  # a client that fails before awaiting (bad signature, …)
-        decision, reason = classify_client_error(exc)
-        return finish(decision, reason, error=f"{type(exc).__name__}: {exc}")
+        except Exception:  # a throwing observer is ignored (§3 step 8)
+            log.debug("memory envelope observer failed", exc_info=True)
 
-    def late_usage(task: asyncio.Future[CompletionAnswer]) -> None:
+    def _client_failure(self, exc: BaseException) -> PolicyResult:
+        decision, reason = classify_client_error(exc)
+        return self.finish(decision, reason, error=f"{type(exc).__name__}: {exc}")
+
+    async def ask(self, client: MemoryCompletionClient) -> PolicyResult | None:
+        """The model call, raced against the deadline and cancellation (§3 step 2).
+        Returns the result when the step ends here, else None (``response`` set)."""
+        inputs = self.inputs
+        timeout_ms = (
+            inputs.timeout_ms
+            if inputs.timeout_ms is not None
+            else TASK_MEMORY_POLICY_DEFAULT_TIMEOUT_MS
+        )
+        abort = asyncio.Event()
+        try:
+            completion = asyncio.ensure_future(
+                client.complete(
+                    POLICY_SYSTEM_PROMPT,
+                    self.user_prompt,
+                    inputs.model_max_tokens or inputs.max_tokens,
+                    abort=abort,
+                    on_usage=self.usage,
+                )
+            )
+        except Exception as exc:  # a client that fails before awaiting (bad signature, …)
+            return self._client_failure(exc)
+        completion.add_done_callback(self._late_usage)
+        await _race(completion, timeout_ms, inputs.cancel, abort)
+        return self._settle(completion, abort, timeout_ms)
+
+    def _late_usage(self, task: asyncio.Future[CompletionAnswer]) -> None:
         # A late answer's usage is still reported (§3 step 3); its failure is swallowed.
         if task.cancelled():
             return
-        exc = task.exception()
-        if exc is None:
-            answer = task.result()
-            usage(getattr(answer, "usage", None))
+        if task.exception() is None:
+            self.usage(getattr(task.result(), "usage", None))
 
-    completion.add_done_callback(late_usage)
+    def _settle(
+        self, completion: asyncio.Future[Any], abort: asyncio.Event, timeout_ms: float
+    ) -> PolicyResult | None:
+        cancel = self.inputs.cancel
+        if cancel is not None and cancel.is_set():
+            abort.set()
+            if completion.done() and not completion.cancelled() and completion.exception() is None:
+                self.usage(getattr(completion.result(), "usage", None))
+            completion.cancel()
+            return self.finish("silent", "scope_changed", observe=False)
+        if not completion.done():
+            abort.set()
+            completion.cancel()
+            return self.finish("timeout", "deadline", error=f"no answer within {timeout_ms:g} ms")
+        exc = completion.exception() if not completion.cancelled() else asyncio.CancelledError()
+        if exc is not None:
+            if not self.current():
+                return self.finish("silent", "scope_changed", observe=False)
+            return self._client_failure(exc)
+        answer = completion.result()
+        self.usage(getattr(answer, "usage", None))
+        for key in ("target_id", "model_id", "decoding"):
+            value = getattr(answer, key, None)
+            self.answered[key] = value if isinstance(value, str) and value else None
+        text = getattr(answer, "text", answer)
+        self.response = text if isinstance(text, str) else None
+        return None
+
+    async def write_and_gate(self) -> PolicyResult:
+        """Parse and write (§3 step 5), then the gates in §3's exact order; the
+        phase-one writes stay applied whatever the gates say."""
+        bank, inputs = self.bank, self.inputs
+        parsed = parse_envelope(self.response, reference_text=self.user_prompt)
+        if parsed.failure is not None:
+            return self.finish(
+                "malformed", parsed.failure, dropped_operations=parsed.dropped, error=parsed.error
+            )
+        status = bank.status
+        resolved = resolve_operations(
+            parsed.operations,
+            status.id if status else None,
+            [e.id for e in bank.knowledge],
+            [e.id for e in bank.procedural],
+            protected_ids=protected_entry_ids(bank),
+        )
+        applied = apply_operations(bank, resolved.operations)
+        dropped = parsed.dropped + resolved.unresolved + (len(resolved.operations) - applied)
+        counts = {"bank_operations": applied, "dropped_operations": dropped}
+        reminder = prefixed(parsed.reminder) if parsed.reminder is not None else None
+        cited = _cited_ids(bank, reminder) if reminder is not None else ()
+        verdict = gate_reminder(
+            GateInput(
+                reminder=parsed.reminder,
+                reminder_error=parsed.reminder_error,
+                max_tokens=inputs.max_tokens,
+                suppress_intervention=inputs.suppress_intervention,
+                previous_reminder=inputs.previous_reminder,
+                cited=cited,
+                deterministic_trigger=inputs.deterministic_trigger,
+                resolved_call=_resolved_failure(bank, cited, inputs.trajectory),
+            )
+        )
+        if verdict.decision != "injected":
+            shown = cited if verdict.reason == "resolved_failure" else ()
+            return self.finish(
+                verdict.decision, verdict.reason, cited=shown, error=verdict.detail, **counts
+            )
+        assert reminder is not None
+        return await self._path_gate_then_inject(reminder, cited, counts)
+
+    async def _path_gate_then_inject(
+        self, reminder: str, cited: tuple[str, ...], counts: dict[str, int]
+    ) -> PolicyResult:
+        """§3 gate 8 (file-system checks, off the loop), then the injection write."""
+        root = self.inputs.workspace_root
+        root = root if root is not None else Path.cwd()
+        path_error = await asyncio.to_thread(invalid_workspace_path, reminder, root)
+        if path_error is not None:
+            return self.finish("gated", "invalid_path", cited=cited, error=path_error, **counts)
+        if not self.current():  # the path check awaited: re-check before the injection write
+            return self.finish("silent", "scope_changed", observe=False, **counts)
+        self.bank.record_injection(cited)
+        return self.finish("injected", "intervened", reminder=reminder, cited=cited, **counts)
+
+
+async def _race(
+    completion: asyncio.Future[Any],
+    timeout_ms: float,
+    cancel: asyncio.Event | None,
+    abort: asyncio.Event,
+) -> None:
+    """Wait for the completion, the deadline or the step's cancellation, whichever
+    comes first. The caller's own cancellation aborts the completion and propagates."""
     timer = asyncio.ensure_future(asyncio.sleep(max(0.0, timeout_ms) / 1000))
     cancelled = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
     waiters: set[asyncio.Future[Any]] = {completion, timer}
@@ -531,92 +609,6 @@ async def run_task_memory_policy(
         timer.cancel()
         if cancelled is not None:
             cancelled.cancel()
-
-    if cancel is not None and cancel.is_set():
-        abort.set()
-        if completion.done() and not completion.cancelled() and completion.exception() is None:
-            usage(getattr(completion.result(), "usage", None))
-        completion.cancel()
-        return finish("silent", "scope_changed", observe=False)
-    if not completion.done():
-        abort.set()
-        completion.cancel()
-        return finish("timeout", "deadline", error=f"no answer within {timeout_ms:g} ms")
-
-    exc = completion.exception() if not completion.cancelled() else asyncio.CancelledError()
-    if exc is not None:
-        if not current():
-            return finish("silent", "scope_changed", observe=False)
-        decision, reason = classify_client_error(exc)
-        return finish(decision, reason, error=f"{type(exc).__name__}: {exc}")
-    answer = completion.result()
-    usage(getattr(answer, "usage", None))
-    for key in ("target_id", "model_id", "decoding"):
-        value = getattr(answer, key, None)
-        answered[key] = value if isinstance(value, str) and value else None
-    text = getattr(answer, "text", answer)
-    response = text if isinstance(text, str) else None
-
-    # -- after the answer: still ours? (§3 step 4) ----------------------------------
-    if not current():
-        return finish("silent", "scope_changed", observe=False)
-
-    # -- parse and write (§3 step 5) -------------------------------------------------
-    parsed = parse_envelope(response, reference_text=user_prompt)
-    if parsed.failure is not None:
-        return finish(
-            "malformed", parsed.failure, dropped_operations=parsed.dropped, error=parsed.error
-        )
-    status = bank.status
-    resolved = resolve_operations(
-        parsed.operations,
-        status.id if status else None,
-        [e.id for e in bank.knowledge],
-        [e.id for e in bank.procedural],
-        protected_ids=protected_entry_ids(bank),
-    )
-    applied = apply_operations(bank, resolved.operations)
-    bank_operations = applied
-    dropped = parsed.dropped + resolved.unresolved + (len(resolved.operations) - applied)
-    counts = {"bank_operations": bank_operations, "dropped_operations": dropped}
-
-    # -- gates, in §3's exact order; phase-one writes stay applied -------------------
-    if parsed.reminder_error is not None:
-        return finish("gated", "invalid_reminder", error=parsed.reminder_error, **counts)
-    if parsed.reminder is None:
-        return finish("silent", "model_silent", **counts)
-    reminder = parsed.reminder
-    if not reminder.startswith("Memory:"):
-        reminder = MEMORY_PREFIX + reminder
-    cap = inputs.max_tokens * CHARS_PER_TOKEN
-    if len(reminder) > cap:
-        return finish(
-            "gated", "over_budget", error=f"reminder is {len(reminder)} chars (max {cap})", **counts
-        )
-    if inputs.suppress_intervention:
-        return finish("silent", "suppressed", **counts)
-    if inputs.previous_reminder is not None and reminder == inputs.previous_reminder:
-        return finish("silent", "duplicate_reminder", **counts)
-    cited = _cited_ids(bank, reminder)
-    if not cited and not inputs.deterministic_trigger:
-        return finish("gated", "uncited", **counts)
-    call = _resolved_failure(bank, cited, inputs.trajectory)
-    if call is not None:
-        return finish(
-            "gated",
-            "resolved_failure",
-            cited=cited,
-            error=f"cited failure of {call} has since succeeded",
-            **counts,
-        )
-    root = inputs.workspace_root if inputs.workspace_root is not None else Path.cwd()
-    path_error = await asyncio.to_thread(invalid_workspace_path, reminder, root)
-    if path_error is not None:
-        return finish("gated", "invalid_path", cited=cited, error=path_error, **counts)
-    if not current():  # the path check awaited: re-check before the injection write
-        return finish("silent", "scope_changed", observe=False, **counts)
-    bank.record_injection(cited)
-    return finish("injected", "intervened", reminder=reminder, cited=cited, **counts)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from clio_acp.memory.gates import DECISIONS, REASONS
 from clio_acp.memory.redact import redact_json_value
 from clio_acp.timestamps import is_canonical_timestamp, utc_now
 
@@ -61,44 +62,6 @@ TRIGGER_REASONS: frozenset[str] = frozenset(
     }
 )
 TIERS: frozenset[str] = frozenset({"rules", "llm"})
-# MEMORY_SPEC §3 "Vocabulary": policy decisions plus telemetry's ``dropped``.
-DECISIONS: frozenset[str] = frozenset(
-    {"silent", "injected", "gated", "timeout", "malformed", "dropped", "client_error"}
-)
-# MEMORY_SPEC §3 "Vocabulary" (§5: the set must grow with the code). clio_acp adds
-# ``environmental_failure`` (§12.3), ``loop_stop`` (§12.4), ``requirement_captured``
-# (§12.5) and ``restore_offer_superseded`` (§12.6).
-REASONS: frozenset[str] = frozenset(
-    {
-        "intervened",
-        "model_silent",
-        "duplicate_reminder",
-        "suppressed",
-        "uncited",
-        "invalid_path",
-        "resolved_failure",
-        "over_budget",
-        "invalid_reminder",
-        "unparseable",
-        "all_operations_invalid",
-        "deadline",
-        "timed_out",
-        "endpoint_busy",
-        "client_error",
-        "no_client",
-        "no_consumer",
-        "step_in_flight",
-        "llm_timeout_backoff",
-        "no_repeated_failure",
-        "bank_empty",
-        "scope_changed",
-        "endpoint_preempted",
-        "information_flow_blocked",
-        "environmental_failure",
-        "loop_stop",
-        "spent_this_turn",
-    }
-)
 
 
 class _Strict(BaseModel):
