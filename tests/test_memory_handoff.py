@@ -87,7 +87,9 @@ def test_render_is_a_single_line_v2_fence_without_status_and_redacted(bank: Task
         "runtimeIds": [],
         "agentIds": [],
     }
-    assert data["redaction"] == {"replacementCount": 1, "sourceFields": ["knowledge[1].content"]}
+    # The bank redacted the secret when it was saved; render finds nothing left.
+    assert data["redaction"] == {"replacementCount": 0, "sourceFields": []}
+    assert "[redacted:" in data["knowledge"][1]["content"]
     assert [e["id"] for e in data["knowledge"]] == ["tm-k-1", "tm-k-3"]
     assert set(data["knowledge"][0]) == {
         "id",
@@ -107,7 +109,7 @@ def test_render_then_parse_round_trips(bank: TaskMemoryBank) -> None:
     assert parsed is not None and parsed.version == 2
     assert [e.id for e in parsed.knowledge] == ["tm-k-1", "tm-k-3"]
     assert parsed.source.runtime_ids == ("a", "b")
-    assert parsed.redaction == (1, ("knowledge[1].content",))
+    assert parsed.redaction == (0, ())
     # Re-rendering a parsed snapshot neither re-redacts markers nor recounts them.
     again = parse_handoff_snapshot(render_handoff_snapshot(parsed))
     assert again == parsed
@@ -148,6 +150,45 @@ def test_v1_and_legacy_fence_language_parse() -> None:
         fence(v2(version=True)),
         fence(v2(extra=1)),
         fence({k: v for k, v in v2().items() if k != "redaction"}),
+        fence(
+            v2(
+                knowledge=[
+                    {
+                        "id": f"k{n}",
+                        "content": "K",
+                        "injectionCount": 0,
+                        "createdAt": TS,
+                        "lastTouchedAt": TS,
+                    }
+                    for n in range(21)
+                ]
+            )
+        ),
+        fence(v2(source={"sessionId": "s", "evidenceRefs": [], "runtimeIds": [], "agentIds": []})),
+        fence(
+            v2(source={"sessionId": " s", "evidenceRefs": ["e"], "runtimeIds": [], "agentIds": []})
+        ),
+        fence(
+            v2(
+                source={
+                    "sessionId": "s",
+                    "evidenceRefs": ["e"],
+                    "runtimeIds": ["has space"],
+                    "agentIds": [],
+                }
+            )
+        ),
+        fence(v2(redaction={"replacementCount": 0})),
+        "x" * 1_000_001,
+    ],
+)
+def test_invalid_snapshots_are_rejected_whole(text: str) -> None:
+    assert parse_handoff_snapshot(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
         fence(v2(knowledge=[{"id": "a", "content": "K", "injectionCount": 0}])),  # v1 entry in v2
         fence(
             v2(
@@ -201,40 +242,17 @@ def test_v1_and_legacy_fence_language_parse() -> None:
                 ]
             )
         ),
-        fence(
-            v2(
-                knowledge=[
-                    {
-                        "id": f"k{n}",
-                        "content": "K",
-                        "injectionCount": 0,
-                        "createdAt": TS,
-                        "lastTouchedAt": TS,
-                    }
-                    for n in range(21)
-                ]
-            )
-        ),
-        fence(v2(source={"sessionId": "s", "evidenceRefs": [], "runtimeIds": [], "agentIds": []})),
-        fence(
-            v2(source={"sessionId": " s", "evidenceRefs": ["e"], "runtimeIds": [], "agentIds": []})
-        ),
-        fence(
-            v2(
-                source={
-                    "sessionId": "s",
-                    "evidenceRefs": ["e"],
-                    "runtimeIds": ["has space"],
-                    "agentIds": [],
-                }
-            )
-        ),
-        fence(v2(redaction={"replacementCount": 0})),
-        "x" * 1_000_001,
     ],
 )
-def test_invalid_snapshots_are_rejected_whole(text: str) -> None:
-    assert parse_handoff_snapshot(text) is None
+def test_an_invalid_entry_is_left_out_and_named_not_the_whole_snapshot(text: str) -> None:
+    good = {"id": "b", "content": "kept", "injectionCount": 0, "createdAt": TS, "lastTouchedAt": TS}
+    data = json.loads(text.split("\n")[1])
+    data["knowledge"].append(good)
+    parsed = parse_handoff_snapshot(fence(data))
+    assert parsed is not None
+    assert [e.content for e in parsed.knowledge] == ["kept"]
+    (why,) = parsed.rejected
+    assert why.startswith("knowledge[0]: ")
 
 
 def test_crlf_line_endings_still_parse() -> None:

@@ -428,7 +428,9 @@ def test_handoff_content_with_a_lone_surrogate_escape_parses_with_replacement_ch
 def test_handoff_entry_id_with_a_lone_surrogate_escape_is_invalid():
     from clio_acp.memory.handoff import parse_handoff_snapshot
 
-    assert parse_handoff_snapshot(_handoff_text('"fact"', '"tm-k-\\ud800"')) is None
+    parsed = parse_handoff_snapshot(_handoff_text('"fact"', '"tm-k-\\ud800"'))
+    assert parsed is not None and parsed.count == 0
+    assert parsed.rejected == ("knowledge[0]: id is not a non-blank string",)
 
 
 def test_promote_from_a_handoff_with_a_lone_surrogate_escape_writes_utf8(

@@ -966,7 +966,10 @@ def render_seed(result: Any) -> str:
         count = result.get("count", result.get("seeded"))
         source = result.get("source")
         if count is not None:
-            return f"Seeded {count} entries" + (f" from {source}" if source else "") + ".\n"
+            text = f"Seeded {count} entries" + (f" from {source}" if source else "") + ".\n"
+            for why in result.get("rejected") or []:
+                text += f"Left out (invalid): {why}\n"
+            return text
     return f"Seeded: {result}\n"
 
 

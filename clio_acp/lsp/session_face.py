@@ -646,6 +646,10 @@ def _stamp(path: Path) -> tuple[int, int]:
 def _describe_seed(result: Any) -> str:
     if isinstance(result, dict):
         if "seeded" in result:
-            return f"{result.get('seeded', 0)} seeded, {result.get('skipped', 0)} skipped"
+            text = f"{result.get('seeded', 0)} seeded, {result.get('skipped', 0)} skipped"
+            rejected = result.get("rejected") or []
+            if rejected:
+                text += f"; left out as invalid: {'; '.join(map(str, rejected))}"
+            return text
         return str(result.get("status") or result)
     return str(result)

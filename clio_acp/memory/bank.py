@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from clio_acp.memory.redact import cut_keeping_markers, redact_preserving_markers
 from clio_acp.timestamps import format_timestamp, is_canonical_timestamp
 
 EntryKind = Literal["status", "knowledge", "procedural"]
@@ -63,18 +64,23 @@ def well_formed_text(text: str) -> str:
 
 
 def normalize_content(text: str) -> str:
-    """Bank content normalization (§1): collapse whitespace, trim, cut to 1200 chars.
-    Lone surrogates become U+FFFD (``well_formed_text``).
+    """Bank content normalization (§1): redact secrets (§8, markers preserved),
+    collapse whitespace, trim, cut to 1200 chars. Lone surrogates become U+FFFD
+    (``well_formed_text``).
 
-    Raises ``ValueError`` when nothing is left. The bank truncates; the envelope
-    parser instead rejects content over 1200 chars before it gets here.
+    Redaction happens here, when content is written (rules, model, seeding and
+    journal restore alike), so every view of the bank — board, memory.md, journal,
+    memory-model requests, handoff — is clean. The cut comes after redaction, so a
+    marker longer than its secret cannot push content past the limit. Raises
+    ``ValueError`` when nothing is left. The bank truncates; the envelope parser
+    instead rejects content over 1200 chars before it gets here.
     """
     if not isinstance(text, str):
         raise ValueError("task memory content must be a string")
-    content = collapse_whitespace(well_formed_text(text))
+    content = collapse_whitespace(redact_preserving_markers(well_formed_text(text)))
     if not content:
         raise ValueError("task memory content is empty")
-    return content[:MAX_CONTENT_CHARS].rstrip()
+    return cut_keeping_markers(content, MAX_CONTENT_CHARS).rstrip()
 
 
 def _base36(n: int) -> str:

@@ -38,7 +38,7 @@ from clio_acp.memory.bank import (
     normalize_content,
     well_formed_text,
 )
-from clio_acp.memory.redact import RedactionTally, redact_preserving_markers
+from clio_acp.memory.redact import RedactionTally, cut_redacted, redact_preserving_markers
 from clio_acp.paths import handoffs_dir
 from clio_acp.timestamps import format_timestamp, is_canonical_timestamp
 
@@ -162,6 +162,8 @@ class HandoffSnapshot:
     procedural: tuple[HandoffEntry, ...]
     source: HandoffSource | None = None
     redaction: tuple[int, tuple[str, ...]] | None = None
+    # Entries the parser left out, each as "knowledge[3]: <why>" (never rendered).
+    rejected: tuple[str, ...] = ()
 
     @property
     def count(self) -> int:
@@ -222,7 +224,8 @@ def _redacted(snapshot: HandoffSnapshot) -> HandoffSnapshot:
     def redact_list(kind: str, entries: Sequence[HandoffEntry]) -> tuple[HandoffEntry, ...]:
         out = []
         for index, entry in enumerate(entries):
-            content = redact_preserving_markers(entry.content, tally)
+            # Cut after redaction: a marker can be longer than the secret it replaces.
+            content = cut_redacted(entry.content, MAX_CONTENT_CHARS, tally)
             if content != entry.content:
                 fields.add(f"{kind}[{index}].content")
             out.append(
@@ -332,39 +335,64 @@ def _string_list(value: Any, check, *, allow_empty: bool) -> tuple[str, ...]:
     return tuple(sorted({check(item) for item in value}))
 
 
-def _entries(value: Any, limit: int, version: int) -> tuple[HandoffEntry, ...]:
+def _entries(
+    value: Any, limit: int, version: int, kind: str, rejected: list[str]
+) -> tuple[HandoffEntry, ...]:
+    """The valid entries of one class; each invalid one is left out and described in
+    ``rejected`` (one bad entry must not cost the others). A list that is not a list
+    or is over its cap still invalidates the snapshot."""
     if not isinstance(value, list) or len(value) > limit:
         raise _Invalid
-    keys = ["id", "content", "injectionCount"]
-    if version == HANDOFF_VERSION:
-        keys += ["createdAt", "lastTouchedAt"]
     out = []
-    for raw in value:
-        # §14.2: a v2 entry may carry ``origin``; it must then be a known one.
-        with_origin = version == HANDOFF_VERSION and isinstance(raw, dict) and "origin" in raw
-        item = _exact_keys(raw, [*keys, "origin"] if with_origin else keys)
-        origin = item.get("origin")
-        if with_origin and origin not in ENTRY_ORIGINS:
-            raise _Invalid
-        entry_id, content = item["id"], item["content"]
-        if not _identifier(entry_id) or not entry_id.strip():
-            raise _Invalid
-        if not isinstance(content, str) or not content.strip() or len(content) > MAX_CONTENT_CHARS:
-            raise _Invalid
-        content = well_formed_text(content)  # lone surrogates become U+FFFD
-        count = _int_ge0(item["injectionCount"])
-        created = touched = None
-        if version == HANDOFF_VERSION:
-            created, touched = item["createdAt"], item["lastTouchedAt"]
-            if not is_canonical_timestamp(created) or not is_canonical_timestamp(touched):
-                raise _Invalid
-        out.append(HandoffEntry(entry_id, content, count, created, touched, origin))
+    for index, raw in enumerate(value):
+        try:
+            out.append(_entry(raw, version))
+        except _EntryInvalid as why:
+            rejected.append(f"{kind}[{index}]: {why}")
     return tuple(out)
 
 
+class _EntryInvalid(Exception):
+    """One entry is unusable; the message says why (no content is quoted)."""
+
+
+def _entry(raw: Any, version: int) -> HandoffEntry:
+    keys = ["id", "content", "injectionCount"]
+    if version == HANDOFF_VERSION:
+        keys += ["createdAt", "lastTouchedAt"]
+    # §14.2: a v2 entry may carry ``origin``; it must then be a known one.
+    with_origin = version == HANDOFF_VERSION and isinstance(raw, dict) and "origin" in raw
+    try:
+        item = _exact_keys(raw, [*keys, "origin"] if with_origin else keys)
+    except _Invalid:
+        raise _EntryInvalid("keys are not " + ", ".join(keys) + " [, origin]") from None
+    origin = item.get("origin")
+    if with_origin and origin not in ENTRY_ORIGINS:
+        raise _EntryInvalid("origin is not one of " + ", ".join(sorted(ENTRY_ORIGINS)))
+    entry_id, content = item["id"], item["content"]
+    if not _identifier(entry_id) or not entry_id.strip():
+        raise _EntryInvalid("id is not a non-blank string")
+    if not isinstance(content, str) or not content.strip():
+        raise _EntryInvalid("content is not a non-blank string")
+    if len(content) > MAX_CONTENT_CHARS:
+        raise _EntryInvalid(f"content is {len(content)} characters (limit {MAX_CONTENT_CHARS})")
+    content = well_formed_text(content)  # lone surrogates become U+FFFD
+    try:
+        count = _int_ge0(item["injectionCount"])
+    except _Invalid:
+        raise _EntryInvalid("injectionCount is not an integer >= 0") from None
+    created = touched = None
+    if version == HANDOFF_VERSION:
+        created, touched = item["createdAt"], item["lastTouchedAt"]
+        if not is_canonical_timestamp(created) or not is_canonical_timestamp(touched):
+            raise _EntryInvalid("createdAt/lastTouchedAt are not canonical timestamps")
+    return HandoffEntry(entry_id, content, count, created, touched, origin)
+
+
 def parse_handoff_snapshot(text: str) -> HandoffSnapshot | None:
-    """The first fenced snapshot in ``text``, or None when there is none or it is
-    invalid in any way (all or nothing, §7).
+    """The first fenced snapshot in ``text``, or None when there is none or its
+    structure is invalid (§7). An individual entry that breaks the entry rules is
+    left out and named in ``rejected`` instead of costing the whole snapshot.
 
     The fence must start a line: ```` ``` ```` + language, newline, one JSON line,
     newline, ```` ``` ```` ending a line. Exact key sets; ≤ 20 knowledge and ≤ 30
@@ -380,6 +408,7 @@ def parse_handoff_snapshot(text: str) -> HandoffSnapshot | None:
         raw = json.loads(match.group(1))
     except (json.JSONDecodeError, RecursionError):
         return None
+    rejected: list[str] = []
     try:
         if not isinstance(raw, dict) or isinstance(raw.get("version"), bool):
             raise _Invalid
@@ -388,14 +417,19 @@ def parse_handoff_snapshot(text: str) -> HandoffSnapshot | None:
             _exact_keys(raw, ["version", "knowledge", "procedural"])
             return HandoffSnapshot(
                 1,
-                _entries(raw["knowledge"], DEFAULT_KNOWLEDGE_CAP, 1),
-                _entries(raw["procedural"], DEFAULT_PROCEDURAL_CAP, 1),
+                _entries(raw["knowledge"], DEFAULT_KNOWLEDGE_CAP, 1, "knowledge", rejected),
+                _entries(raw["procedural"], DEFAULT_PROCEDURAL_CAP, 1, "procedural", rejected),
+                rejected=tuple(rejected),
             )
         if version != HANDOFF_VERSION or type(version) not in (int, float):
             raise _Invalid
         _exact_keys(raw, ["version", "source", "redaction", "knowledge", "procedural"])
-        knowledge = _entries(raw["knowledge"], DEFAULT_KNOWLEDGE_CAP, HANDOFF_VERSION)
-        procedural = _entries(raw["procedural"], DEFAULT_PROCEDURAL_CAP, HANDOFF_VERSION)
+        knowledge = _entries(
+            raw["knowledge"], DEFAULT_KNOWLEDGE_CAP, HANDOFF_VERSION, "knowledge", rejected
+        )
+        procedural = _entries(
+            raw["procedural"], DEFAULT_PROCEDURAL_CAP, HANDOFF_VERSION, "procedural", rejected
+        )
         src = _exact_keys(raw["source"], ["sessionId", "evidenceRefs", "runtimeIds", "agentIds"])
         source = HandoffSource(
             _source_value(src["sessionId"]),
@@ -410,7 +444,9 @@ def parse_handoff_snapshot(text: str) -> HandoffSnapshot | None:
         )
     except _Invalid:
         return None
-    return HandoffSnapshot(HANDOFF_VERSION, knowledge, procedural, source, redaction)
+    return HandoffSnapshot(
+        HANDOFF_VERSION, knowledge, procedural, source, redaction, tuple(rejected)
+    )
 
 
 # -- discovery, offer, seed ---------------------------------------------------------------------
@@ -442,23 +478,32 @@ class SeedResult:
 
 @dataclass(frozen=True)
 class SeedOutcome:
-    """``disabled``, ``not-found`` or ``seeded`` (with counts and the source basename)."""
+    """``disabled``, ``not-found`` or ``seeded`` (with counts and the source basename).
+
+    ``rejected`` names the snapshot entries left out as invalid (``knowledge[3]:
+    content is 1300 characters (limit 1200)``); they are not counted in ``skipped``
+    (duplicates)."""
 
     status: Literal["disabled", "not-found", "seeded"]
     seeded: int = 0
     skipped: int = 0
     source: str | None = None
+    rejected: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """The wire shape: ``{status}`` or ``{status, seeded, skipped, source}``."""
+        """The wire shape: ``{status}`` or ``{status, seeded, skipped, source}`` plus
+        ``rejected`` (list of strings) when an entry was invalid."""
         if self.status != "seeded":
             return {"status": self.status}
-        return {
+        data: dict[str, Any] = {
             "status": "seeded",
             "seeded": self.seeded,
             "skipped": self.skipped,
             "source": self.source,
         }
+        if self.rejected:
+            data["rejected"] = list(self.rejected)
+        return data
 
 
 def read_newest_handoff(cwd: str | os.PathLike[str]) -> HandoffArtifact | None:
@@ -535,7 +580,9 @@ def seed_from_newest_handoff(
     if artifact is None:
         return SeedOutcome("not-found")
     result = seed_bank(bank, artifact.snapshot)
-    return SeedOutcome("seeded", result.seeded, result.skipped, artifact.path.name)
+    return SeedOutcome(
+        "seeded", result.seeded, result.skipped, artifact.path.name, artifact.snapshot.rejected
+    )
 
 
 async def aseed_from_newest_handoff(
@@ -549,7 +596,9 @@ async def aseed_from_newest_handoff(
     if artifact is None:
         return SeedOutcome("not-found")
     result = seed_bank(bank, artifact.snapshot)
-    return SeedOutcome("seeded", result.seeded, result.skipped, artifact.path.name)
+    return SeedOutcome(
+        "seeded", result.seeded, result.skipped, artifact.path.name, artifact.snapshot.rejected
+    )
 
 
 # -- the artifact (§12.8) ---------------------------------------------------------------------

@@ -36,6 +36,7 @@ __all__ = [
     "EXTRA_KINDS",
     "REDACTION_KINDS",
     "RedactionTally",
+    "cut_keeping_markers",
     "cut_redacted",
     "redact_json_value",
     "redact_preserving_markers",
@@ -312,13 +313,17 @@ def cut_redacted(text: str, limit: int, tally: RedactionTally | None = None) -> 
     """Redact ``text`` with markers preserved, then cut it to at most ``limit`` chars.
 
     The cut comes after redaction, so a marker that is longer than the secret it
-    replaced can never push a bounded field past its limit; a marker the cut would
-    split is dropped whole rather than left half (a half marker could read as text).
+    replaced can never push a bounded field past its limit.
     """
-    out = redact_preserving_markers(text, tally)
-    if len(out) <= limit:
-        return out
-    cut = out[:limit]
+    return cut_keeping_markers(redact_preserving_markers(text, tally), limit)
+
+
+def cut_keeping_markers(text: str, limit: int) -> str:
+    """``text[:limit]``, except that a ``[redacted:<kind>]`` marker the cut would split
+    is dropped whole (half a marker could read as text, or as the start of one)."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
     opening = cut.rfind("[redacted:")
     if opening >= 0 and "]" not in cut[opening:]:
         cut = cut[:opening]
