@@ -148,7 +148,7 @@ def test_handoff_carries_origins_and_seeding_marks_entries_seed():
     assert {e.origin for e in fresh.entries()} == {"seed"}
 
 
-def test_handoff_without_origins_parses_and_a_bad_origin_invalidates_it():
+def test_handoff_without_origins_parses_and_a_bad_origin_leaves_its_entry_out():
     bank = _mixed_bank()
     text = render_handoff_snapshot(snapshot_from_bank(bank, HandoffSource.for_session("s1")))
     data = json.loads(text.split("\n")[1])
@@ -158,7 +158,9 @@ def test_handoff_without_origins_parses_and_a_bad_origin_invalidates_it():
     assert parse_handoff_snapshot(plain) is not None
     data["knowledge"][0]["origin"] = "robot"
     bad = "```clio-coder-task-memory\n" + json.dumps(data) + "\n```"
-    assert parse_handoff_snapshot(bad) is None
+    parsed = parse_handoff_snapshot(bad)  # issue 17: one bad entry costs only itself
+    assert parsed is not None and len(parsed.knowledge) == len(data["knowledge"]) - 1
+    assert parsed.rejected == ("knowledge[0]: origin is not one of model, rules, seed, user",)
 
 
 def test_rules_tier_failure_entries_are_rules_origin():
