@@ -41,7 +41,11 @@ from clio_acp.memory.gates import (
     gate_reminder,
     prefixed,
 )
-from clio_acp.memory.op_filters import protected_entry_ids
+from clio_acp.memory.op_filters import (
+    filter_operations,
+    protected_entry_ids,
+    unresolved_calls,
+)
 from clio_acp.memory.prompts import (
     POLICY_SYSTEM_PROMPT,
     StepLike,
@@ -178,6 +182,9 @@ class PolicyInput:
     cancel: asyncio.Event | None = None
     on_step_usage: Callable[[CompletionUsage], None] | None = None
     on_envelope: Callable[[PolicyTrace], None] | None = None
+    unresolved_failures: Sequence[str] = ()
+    """Ids of failure entries the rules tier still holds unresolved (§14.3: with any
+    of these, or a failed call in the trajectory, a "done" status is dropped)."""
 
 
 @dataclass(frozen=True)
@@ -538,16 +545,23 @@ class _PolicyStep:
             return self.finish(
                 "malformed", parsed.failure, dropped_operations=parsed.dropped, error=parsed.error
             )
+        unresolved = bool(inputs.unresolved_failures) or bool(unresolved_calls(inputs.trajectory))
+        filtered = filter_operations(parsed.operations, unresolved_failures=unresolved)
         status = bank.status
         resolved = resolve_operations(
-            parsed.operations,
+            filtered.operations,
             status.id if status else None,
             [e.id for e in bank.knowledge],
             [e.id for e in bank.procedural],
             protected_ids=protected_entry_ids(bank),
         )
         applied = apply_operations(bank, resolved.operations)
-        dropped = parsed.dropped + resolved.unresolved + (len(resolved.operations) - applied)
+        dropped = (
+            parsed.dropped
+            + filtered.dropped
+            + resolved.unresolved
+            + (len(resolved.operations) - applied)
+        )
         counts = {"bank_operations": applied, "dropped_operations": dropped}
         reminder = prefixed(parsed.reminder) if parsed.reminder is not None else None
         cited = _cited_ids(bank, reminder) if reminder is not None else ()

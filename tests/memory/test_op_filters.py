@@ -173,3 +173,164 @@ def test_rules_tier_failure_entries_are_rules_origin():
     rules.record_failure(bank, "fp", "pytest -q", "E ImportError", 5)
     assert bank.origin_of(record.entry_id) == "rules"
     assert protected_entry_ids(bank) == {record.entry_id}
+
+
+# -- §14.3 copies and false completion ---------------------------------------------
+
+import ast  # noqa: E402
+
+from clio_acp.memory.op_filters import (  # noqa: E402
+    CopyFilter,
+    claims_completion,
+    default_copy_filter,
+    filter_operations,
+    unresolved_calls,
+)
+from clio_acp.memory.prompts import POLICY_SYSTEM_PROMPT, WORKED_EXAMPLES  # noqa: E402
+
+EXAMPLE_COPY = "The user forbids new dependencies and requires Python 3.9 compatibility."
+FAILED = {
+    "step": 4,
+    "toolName": "run_command",
+    "operationFingerprint": "f",
+    "callDescription": "pytest -q",
+    "outcome": "error",
+    "resultDigest": "E ImportError",
+}
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        EXAMPLE_COPY,
+        "Requirement: " + EXAMPLE_COPY.lower(),
+        "The user forbids new dependencies and requires Python 3.9.",  # near copy
+        "The CLI tests failed with ModuleNotFoundError for click.",
+        "These tests already failed because click is missing.",
+        "Remove a listed entry that is wrong or obsolete.",  # an instruction
+        "A stable fact about the task or a user constraint",
+    ],
+)
+def test_copies_of_the_prompt_are_recognised(content):
+    assert default_copy_filter().copied_sentence(content) is not None
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "The user requires Python 3.8 support for the parser module.",
+        "pytest tests/test_x.py failed with ImportError for numpy; numpy is not installed.",
+        "Tests pass.",
+        "Requirement from the user: do not add dependencies",
+    ],
+)
+def test_real_facts_are_not_copies(content):
+    assert default_copy_filter().copied_sentence(content) is None
+
+
+def test_every_sentence_of_the_worked_examples_is_covered():
+    copy = default_copy_filter()
+    for example in WORKED_EXAMPLES:
+        body = example.split("</operations>")[0]
+        for content in [op["content"] for op in json.loads(body[len("<operations>") :])]:
+            assert copy.copied_sentence(content) is not None, content
+    assert "forbids new dependencies" in POLICY_SYSTEM_PROMPT  # the example above is real
+
+
+@pytest.mark.parametrize(
+    ("status", "done"),
+    [
+        ("The task is completed.", True),
+        ("Task completed successfully", True),
+        ("All tests pass now", True),
+        ("Success", True),
+        ("Test successfully completed!", True),
+        ("The task has been completed successfully;", True),
+        ("Not done yet: the task is not complete", False),
+        ("The parser fix is done; the CLI tests are next", False),
+        ("Rerunning the tests after the import change", False),
+    ],
+)
+def test_completion_claims(status, done):
+    assert claims_completion(status) is done
+
+
+def test_unresolved_calls_follow_the_latest_outcome():
+    ok_later = {**FAILED, "step": 6, "outcome": "ok"}
+    assert unresolved_calls([FAILED]) == ["pytest -q"]
+    assert unresolved_calls([FAILED, ok_later]) == []
+    assert unresolved_calls([ok_later, FAILED]) == ["pytest -q"]
+
+
+def test_filter_drops_copies_and_false_completion_only_with_unresolved_failures():
+    ops = [
+        Operation("save_knowledge", content=EXAMPLE_COPY),
+        Operation("update_status", content="The task is completed."),
+        Operation("save_procedural", content="pytest -q fails: numpy missing"),
+        Operation("delete", id="tm-k-1"),
+    ]
+    with_failures = filter_operations(ops, unresolved_failures=True)
+    assert (with_failures.copies, with_failures.false_completions) == (1, 1)
+    assert [op.op for op in with_failures.operations] == ["save_procedural", "delete"]
+    healthy = filter_operations(ops, unresolved_failures=False)
+    assert healthy.dropped == 1
+    assert [op.op for op in healthy.operations] == ["update_status", "save_procedural", "delete"]
+
+
+async def test_policy_step_drops_copies_and_false_completion_and_counts_them(tmp_path):
+    bank = TaskMemoryBank()
+    answer = (
+        f'<operations>[{{"op":"save_knowledge","content":"{EXAMPLE_COPY}"}},'
+        '{"op":"update_status","content":"The task is completed."},'
+        '{"op":"save_procedural","content":"pytest -q fails with E ImportError."}]'
+        "</operations>\n<no_intervention/>"
+    )
+    inputs = PolicyInput(task="fix it", trajectory=[FAILED], workspace_root=tmp_path)
+    result = await run_task_memory_policy(bank, inputs, ScriptedAnswerClient(answer))
+    assert (result.bank_operations, result.dropped_operations) == (1, 2)
+    assert bank.status is None and [e.content for e in bank.entries()] == [
+        "pytest -q fails with E ImportError."
+    ]
+    # the same status with no failure in sight (trajectory or rules tier) is kept
+    bank = TaskMemoryBank()
+    healthy = PolicyInput(task="fix it", trajectory=[{**FAILED, "outcome": "ok"}])
+    await run_task_memory_policy(bank, healthy, ScriptedAnswerClient(answer))
+    assert bank.status.content == "The task is completed."
+    bank = TaskMemoryBank()
+    rules_knows = PolicyInput(task="fix it", unresolved_failures=("tm-p-1",))
+    await run_task_memory_policy(bank, rules_knows, ScriptedAnswerClient(answer))
+    assert bank.status is None
+
+
+def _shared_prompt(shared_dir) -> tuple[str, str]:
+    """SYSTEM and USER of the prompt the shared small-model answers were made with."""
+    tree = ast.parse((shared_dir / "model-responses" / "prompts.py.txt").read_text())
+    values = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in ("SYSTEM", "USER"):
+                values[node.targets[0].id] = ast.literal_eval(node.value)
+    return values["SYSTEM"], values["USER"]
+
+
+def test_real_small_model_answers_copy_the_example_and_the_filter_drops_each(shared_dir):
+    from clio_acp.memory.envelope import parse_envelope
+
+    system, user = _shared_prompt(shared_dir)
+    example = system.split("Example answer:\n", 1)[1]
+    copy = CopyFilter.from_prompt(system.split("Example answer:", 1)[0], [example])
+    copies = kept = done_claims = 0
+    for path in sorted((shared_dir / "model-responses").glob("*-[0-9][0-9].txt")):
+        parsed = parse_envelope(path.read_text(encoding="utf-8"), reference_text=user)
+        # the prompt's trajectory ends with the same command failing twice
+        result = filter_operations(parsed.operations, unresolved_failures=True, copy_filter=copy)
+        copies += result.copies
+        done_claims += result.false_completions
+        kept += len(result.operations)
+        for op in result.operations:
+            assert "tests pass; now writing the docs" not in (op.content or "").lower()
+            if op.op == "update_status":
+                assert not claims_completion(op.content)
+    assert copies == 4  # "Tests pass; now writing the docs." (the prompt's example)
+    assert done_claims >= 3  # "Test successfully completed!", "Success", …
+    assert kept > 0

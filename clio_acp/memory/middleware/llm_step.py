@@ -183,6 +183,7 @@ class LlmStep:
             cancel=flight.cancel,
             on_step_usage=usage.on_step,
             on_envelope=self._write_trace,
+            unresolved_failures=tuple(s.rules.unresolved_entry_ids(self.bank)),
         )
         result = await run_task_memory_policy(
             self.bank, inputs, PerCallUsage(client, usage.on_call)
