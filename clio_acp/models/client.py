@@ -361,6 +361,7 @@ class ModelClient:
             body["seed"] = request.seed
         if not request.thinking:
             dialect.apply_thinking_off(body)
+        dialect.apply_prompt_cache(body)  # MEMORY_SPEC §14.4; ``extra`` may override
         constrained = bool(request.grammar) and dialect.apply_grammar(body, request.grammar or "")
         body.update(request.extra)
         return body, constrained

@@ -5,7 +5,9 @@ Owns the per-runtime table (issue 5 items 1-3): how to ask for thinking *off*
 ``reasoning_effort``; nothing for a runtime we know no switch for), where a GBNF
 grammar goes (llama.cpp / llama-cpp-python ``grammar``, vLLM
 ``structured_outputs.grammar``), whether the runtime is a local single-box server
-(default capacity one slot) and whether it reports its slots (llama.cpp ``/props``).
+(default capacity one slot), whether it reports its slots (llama.cpp ``/props``) and
+whether it reuses a cached prompt prefix on request (llama.cpp ``cache_prompt``,
+MEMORY_SPEC §14.4).
 It must not send requests; the client applies these to a body it builds.
 """
 
@@ -30,6 +32,9 @@ class Dialect:
     thinking_off: ThinkingOff | None = None
     grammar_field: GrammarField | None = None
     needs_api_key: bool = False
+    prompt_cache: bool = False
+    """Takes ``cache_prompt: true`` (llama.cpp's server): a request whose prompt starts
+    like the slot's previous one re-evaluates only the new tail."""
 
     @property
     def supports_grammar(self) -> bool:
@@ -44,6 +49,11 @@ class Dialect:
             body["chat_template_kwargs"] = kwargs
         elif self.thinking_off == "reasoning_effort":
             body["reasoning_effort"] = "none"
+
+    def apply_prompt_cache(self, body: dict[str, Any]) -> None:
+        """Ask the runtime to reuse the cached prompt prefix (in place; §14.4)."""
+        if self.prompt_cache:
+            body["cache_prompt"] = True
 
     def apply_grammar(self, body: dict[str, Any], grammar: str) -> bool:
         """Put a GBNF ``grammar`` into ``body`` where this runtime reads it; returns
@@ -66,6 +76,7 @@ DIALECTS: dict[str, Dialect] = {
             reports_slots=True,
             thinking_off="chat_template_kwargs",
             grammar_field="grammar",
+            prompt_cache=True,
         ),
         Dialect(
             "embedded",
@@ -73,6 +84,7 @@ DIALECTS: dict[str, Dialect] = {
             reports_slots=True,
             thinking_off="chat_template_kwargs",
             grammar_field="grammar",
+            prompt_cache=True,
         ),
         # llama-cpp-python's server takes `grammar` but has no chat_template_kwargs.
         Dialect("llama-cpp-python", local=True, grammar_field="grammar"),

@@ -334,3 +334,24 @@ def test_real_small_model_answers_copy_the_example_and_the_filter_drops_each(sha
     assert copies == 4  # "Tests pass; now writing the docs." (the prompt's example)
     assert done_claims >= 3  # "Test successfully completed!", "Success", …
     assert kept > 0
+
+
+# -- §14.4 prefix reuse ---------------------------------------------------------------
+
+
+async def test_consecutive_steps_share_the_system_prompt_and_the_task_prefix(tmp_path):
+    from clio_acp.memory.prompts import POLICY_SYSTEM_PROMPT
+
+    bank = TaskMemoryBank()
+    client = ScriptedAnswerClient(
+        '<operations>[{"op":"save_procedural","content":"pytest -q fails: E ImportError"}]'
+        "</operations>\n<no_intervention/>"
+    )
+    task = "Fix the failing parser test."
+    await run_task_memory_policy(bank, PolicyInput(task=task, trajectory=[FAILED]), client)
+    later = {**FAILED, "step": 9}
+    await run_task_memory_policy(bank, PolicyInput(task=task, trajectory=[FAILED, later]), client)
+    (system_one, user_one, _), (system_two, user_two, _) = client.calls
+    assert system_one == system_two == POLICY_SYSTEM_PROMPT
+    assert user_one != user_two
+    assert user_one.startswith(f"Task:\n{task}\n\n") and user_two.startswith(f"Task:\n{task}\n\n")

@@ -260,6 +260,32 @@ async def test_memory_request_is_thinking_off_and_grammar_constrained_on_llamacp
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
 
 
+@pytest.mark.parametrize(("runtime", "cached"), [("llamacpp", True), ("ollama", False)])
+async def test_memory_request_asks_llamacpp_to_reuse_the_prompt_prefix(
+    model_server, tracker, runtime, cached
+):
+    # MEMORY_SPEC §14.4: the system prompt comes first, byte-identical, and llama.cpp
+    # routes get cache_prompt so a step pays only for its new tail.
+    router = Router(settings_for(model_server.base_url, chat_runtime=runtime), tracker=tracker)
+    model_server.push(Reply(text=ENVELOPE))
+    model_server.push(Reply(text=ENVELOPE))
+    try:
+        await router.memory_complete("the system", "step one", 50)
+        await router.memory_complete("the system", "step two", 50)
+    finally:
+        await router.aclose()
+    first, second = model_server.bodies
+    assert (
+        first["messages"][0]
+        == second["messages"][0]
+        == {
+            "role": "system",
+            "content": "the system",
+        }
+    )
+    assert first.get("cache_prompt") is (True if cached else None)
+
+
 async def test_constrained_decoding_can_be_switched_off(model_server, tracker):
     router = Router(settings_for(model_server.base_url, constrainedDecoding=False), tracker=tracker)
     model_server.push(Reply(text=ENVELOPE))
