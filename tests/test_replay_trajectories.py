@@ -187,3 +187,32 @@ def test_replay_runs_the_llm_tier_when_a_memory_route_is_configured(model_server
     assert len(model_server.bodies) >= 2
     # The rules-tier catch is still there.
     assert any(r["step"] == 12 and r["channel"] == "annotation" for r in report["reminders"])
+
+
+def test_replay_writes_the_memory_trace_when_asked(model_server, run_cli, tmp_path):
+    # Issue 15 item 2: CLIO_ACP_MEMORY_TRACE works for replay, so an operator can see
+    # what a memory route writes on recorded runs.
+    from tests.support.model_server import Reply, usage
+
+    model_server.install_settings()
+    answer = '<operations>[{"op":"save_knowledge","content":"Edits go to django/db."}]'
+    model_server.default = Reply(
+        text=answer + "</operations>\n<no_intervention/>", usage=usage(300, 5)
+    )
+    trace = tmp_path / "trace.jsonl"
+    result = run_cli(
+        "replay",
+        "--json",
+        str(mini("django__django-16263")),
+        env={"CLIO_ACP_MEMORY_TRACE": str(trace)},
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    assert rows and len(rows) == len(model_server.bodies)
+    assert {r["sessionId"] for r in rows} == {"django__django-16263"}
+    assert rows[0]["response"].startswith(answer) and rows[0]["bankOperations"] == 1
+    assert rows[0]["userPrompt"].startswith("Task:\n")
+    without = run_cli("replay", "--json", str(mini("django__django-16263")))
+    assert without.returncode == 0 and len(trace.read_text(encoding="utf-8").splitlines()) == len(
+        rows
+    )

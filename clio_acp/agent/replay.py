@@ -31,7 +31,7 @@ from clio_acp.memory.middleware import (
     ToolCall,
     ToolOutcome,
 )
-from clio_acp.memory.telemetry import MemorySinkList
+from clio_acp.memory.telemetry import MemorySinkList, MemoryTrace
 from clio_acp.settings import MemorySettings
 
 __all__ = ["ReplayReminder", "ReplayReport", "replay_file", "replay_recording"]
@@ -180,7 +180,11 @@ async def replay_recording(
     source = settings if callable(settings) else (lambda: settings or MemorySettings())
     sink = MemorySinkList()
     mw = MemoryMiddleware(
-        source, telemetry=sink, client_factory=client_factory, session_id=recording.name
+        source,
+        telemetry=sink,
+        client_factory=client_factory,
+        session_id=recording.name,
+        trace=MemoryTrace.from_env(),  # CLIO_ACP_MEMORY_TRACE, as in a live session
     )
     report = ReplayReport(str(recording.path), recording.format, recording.name)
     report.yardstick = recording.yardstick

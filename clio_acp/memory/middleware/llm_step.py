@@ -143,6 +143,7 @@ class LlmStep:
         """The step's envelope to ``CLIO_ACP_MEMORY_TRACE`` (content; opt-in)."""
         if self.trace.enabled:
             self.trace.write(
+                sessionId=self.session_id or "",
                 decision=trace.decision,
                 reason=trace.reason,
                 bankOperations=trace.bank_operations,
