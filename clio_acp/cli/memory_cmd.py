@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 
-from clio_acp.cli import memory_parse, memory_records
+from clio_acp.cli import memory_parse, memory_propose, memory_records
 
 # One line per verb module; keep alphabetical to make merges trivial.
 _VERB_MODULES: list = [
     memory_parse,
+    memory_propose,
     memory_records,
 ]
 
