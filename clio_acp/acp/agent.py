@@ -66,6 +66,7 @@ from clio_acp import __version__
 from clio_acp import events as ev
 from clio_acp.acp import updates
 from clio_acp.acp.transport import CURRENT_REQUEST_ID, LineTransport
+from clio_acp.advisory import fence_for, neutralize_untrusted
 
 if TYPE_CHECKING:
     from clio_acp.session.manager import Session, SessionManager
@@ -862,22 +863,34 @@ def _is_not_found(exc: BaseException) -> bool:
 
 def prompt_text(blocks: list[Any]) -> str:
     """The user's prompt as text: text blocks, embedded text resources (fenced with
-    their URI) and resource links (as ``@uri``), in order."""
+    their URI) and resource links (as ``@uri``), in order.
+
+    Attached content is not the user's typing: it is neutralised (MEMORY_SPEC §13.8,
+    ``clio_acp.advisory``) and fenced with more backticks than it holds, so a file
+    can neither close its fence nor pass for a ``Memory:`` line or a
+    ``<system-reminder>`` block."""
     parts: list[str] = []
     for block in blocks:
         kind = getattr(block, "type", None)
         if kind == "text":
             parts.append(block.text)
         elif kind == "resource_link":
-            parts.append(f"@{block.uri}")
+            parts.append(f"@{_one_line_uri(block.uri)}")
         elif kind == "resource":
             res = block.resource
             text = getattr(res, "text", None)
+            uri = _one_line_uri(res.uri)
             if text is not None:
-                parts.append(f"\n```{res.uri}\n{text}\n```\n")
+                body = neutralize_untrusted(text)
+                fence = fence_for(body + uri)
+                parts.append(f"\n{fence}{uri}\n{body}\n{fence}\n")
             else:
-                parts.append(f"@{res.uri}")
+                parts.append(f"@{uri}")
     return "\n".join(p for p in parts if p)
+
+
+def _one_line_uri(uri: Any) -> str:
+    return neutralize_untrusted(" ".join(str(uri).split()))
 
 
 _SLASH = re.compile(r"^\s*/([a-z][a-z0-9_-]*)\b(.*)$", re.S)

@@ -34,6 +34,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from clio_acp import __version__
+from clio_acp.advisory import neutralize_untrusted
 from clio_acp.events import MemoryProposal
 from clio_acp.lsp import translate
 from clio_acp.lsp.diagnostics import DiagnosticsStore
@@ -288,7 +289,8 @@ def _prompt_text(args: PromptArgs, ls: ClioLanguageServer) -> str:
     except ValueError:
         pass
     where = f"{with_root}:{args.position.line + 1}" if args.position else str(with_root)
-    return f"{args.text}\n\n[Active document: {where}]"
+    # A path is not the user's typing (MEMORY_SPEC §13.8): one line, neutralised.
+    return f"{args.text}\n\n[Active document: {neutralize_untrusted(' '.join(where.split()))}]"
 
 
 def _session_info(info: Any) -> Any:
