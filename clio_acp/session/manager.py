@@ -44,8 +44,14 @@ from clio_acp.agent.loop import BASE_SYSTEM_PROMPT, AgentLoop, ContextRules, Tra
 from clio_acp.agent.memory_hooks import InjectReminder, MemoryHooks, NullMemory
 from clio_acp.agent.model_port import ChatModel, resolve_chat_model
 from clio_acp.agent.permissions import PERMISSION_MODES, PermissionGate, PermissionHandler
-from clio_acp.agent.text_workspace import WORKSPACE_TOOLS
-from clio_acp.agent.tools import BUILTIN_TOOLS, LocalToolHost, ToolHost, ToolRegistry, Workspace
+from clio_acp.agent.tools import (
+    BUILTIN_TOOLS,
+    WORKSPACE_TOOLS,
+    LocalToolHost,
+    ToolHost,
+    ToolRegistry,
+    Workspace,
+)
 from clio_acp.events import (
     HandoffOffer,
     MemoryCleared,

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from clio_acp.agent.text_workspace import (
+from clio_acp.agent.tools import ToolInputError
+from clio_acp.agent.tools.text_workspace import (
     LIST_MAX_ENTRIES,
     READ_MAX_CHARS,
     WorkspaceValueStore,
@@ -21,7 +22,6 @@ from clio_acp.agent.text_workspace import (
     decode_cursor,
     encode_cursor,
 )
-from clio_acp.agent.tools import ToolInputError
 from clio_acp.memory.redact import redact_preserving_markers
 
 __all__ = [

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from clio_acp.agent import text_workspace as tw
-from clio_acp.agent.text_workspace import WORKSPACE_TOOLS
 from clio_acp.agent.tools import (
     BUILTIN_TOOLS,
     LocalToolHost,
@@ -20,6 +18,8 @@ from clio_acp.agent.tools import (
     ToolRegistry,
     Workspace,
 )
+from clio_acp.agent.tools import text_workspace as tw
+from clio_acp.agent.tools.text_workspace import WORKSPACE_TOOLS
 from clio_acp.session.journal import Journal
 
 SID = "sess_text_workspace"

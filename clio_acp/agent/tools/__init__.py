@@ -4,7 +4,8 @@ The package by concern: ``results`` (what a call returns and its canonical
 disposition, read by the memory middleware), ``workspace`` (path confinement to the
 session's roots, symlink escapes refused), ``host`` (the ``ToolHost`` protocol and the
 local host: files, commands in their own process group), ``spec`` (what a tool is),
-``builtin`` (the built-in tools) and ``registry`` (validation, schemas, execution).
+``builtin`` (the built-in tools), ``text_workspace`` (the named text values the model
+keeps) and ``registry`` (validation, schemas, execution).
 It does not ask for permission (``agent/permissions.py``), spill results
 (``context/spill.py`` via the tool step) or talk to a model.
 
@@ -22,10 +23,12 @@ from clio_acp.agent.tools.results import (
     problem_line,
 )
 from clio_acp.agent.tools.spec import ToolCategory, ToolContext, ToolInputError, ToolSpec
+from clio_acp.agent.tools.text_workspace import WORKSPACE_TOOLS
 from clio_acp.agent.tools.workspace import Workspace, WorkspaceError
 
 __all__ = [
     "BUILTIN_TOOLS",
+    "WORKSPACE_TOOLS",
     "CommandResult",
     "LocalToolHost",
     "OutputCallback",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
@@ -13,6 +13,9 @@ from clio_acp.agent.tools.host import OutputCallback, ToolHost
 from clio_acp.agent.tools.results import ToolResult
 from clio_acp.agent.tools.workspace import Workspace
 from clio_acp.context.spill import SpillStore
+
+if TYPE_CHECKING:
+    from clio_acp.agent.tools.text_workspace import WorkspaceValueStore
 
 ToolCategory = Literal["read", "edit", "execute"]
 """Permission category: ``read`` never needs approval; ``edit`` and ``execute`` may."""
@@ -28,8 +31,8 @@ class ToolContext:
     session_id: str
     spill_store: SpillStore | None = None
     on_output: OutputCallback | None = None
-    values: Any = None
-    """The named text workspace's store (``text_workspace.WorkspaceValueStore``)."""
+    values: WorkspaceValueStore | None = None
+    """Where the named text workspace's values live (the session journal)."""
 
 
 class ToolInputError(ValueError):

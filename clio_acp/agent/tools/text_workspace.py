@@ -21,7 +21,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from clio_acp.agent.tools import ToolContext, ToolInputError, ToolResult, ToolSpec, ok_result
+from clio_acp.agent.tools.results import ToolResult, ok_result
+from clio_acp.agent.tools.spec import ToolContext, ToolInputError, ToolSpec
 from clio_acp.memory.redact import RedactionTally, redact_preserving_markers, redact_secrets_text
 
 __all__ = [
