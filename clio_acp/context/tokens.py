@@ -57,7 +57,23 @@ def estimate_message(message: dict[str, Any]) -> int:
         total += estimate_text(str(function.get("arguments", "")))
     if message.get("reasoning_content"):
         total += estimate_text(str(message["reasoning_content"]))
+    total += _continuation_tokens(message.get(CONTINUATION_KEY))
     return total
+
+
+CONTINUATION_KEY = "_continuation"
+"""The view key of a stored reasoning state (``models/continuation.py``): it goes back
+with the message when the route matches, so the view's estimate counts it."""
+
+
+def _continuation_tokens(state: Any) -> int:
+    fields = state.get("message") if isinstance(state, dict) else None
+    if not isinstance(fields, dict):
+        return 0
+    return sum(
+        estimate_text(value if isinstance(value, str) else json.dumps(value, separators=(",", ":")))
+        for value in fields.values()
+    )
 
 
 def estimate_messages(messages: Iterable[dict[str, Any]]) -> int:

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from clio_acp.context.tokens import CONTINUATION_KEY
+
 __all__ = [
     "CONTINUATION_KEY",
     "REASONING_TEXT_FIELDS",
@@ -32,8 +34,6 @@ __all__ = [
     "prepare_messages",
 ]
 
-CONTINUATION_KEY = "_continuation"
-"""Private key of a view message holding its stored state (never sent as is)."""
 REASONING_TEXT_FIELDS = ("reasoning_content", "reasoning")
 """Message fields a server may stream reasoning text under, in order of preference."""
 REASONING_ITEMS_FIELD = "reasoning_details"

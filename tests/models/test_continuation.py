@@ -210,3 +210,11 @@ async def test_a_tool_call_script_keeps_working_with_reasoning(model_server):
         "model": "model-a",
         "message": {"reasoning_content": "plan"},
     }
+
+
+def test_the_view_estimate_counts_a_stored_state_it_may_send():
+    from clio_acp.context.tokens import estimate_message
+
+    plain = {"role": "assistant", "content": "It is 4."}
+    state = Continuation(BOX, {"reasoning_content": "x" * 4000}).to_json()
+    assert estimate_message({**plain, CONTINUATION_KEY: state}) == estimate_message(plain) + 1000
