@@ -30,6 +30,7 @@ SCRIPTS: list[tuple[str, list[str]]] = [
     ("memory_core", []),
     ("middleware", ["--events", "1000"]),
     ("store", []),
+    ("text_workspace", []),
     ("startup", []),
     ("acp_startup", ["--skip-e2e"]),
     ("lsp_latency", ["--requests", "50"]),
