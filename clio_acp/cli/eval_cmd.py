@@ -64,6 +64,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ab.add_argument("--json", action="store_true", help="print the report as one JSON object")
     ab.set_defaults(func=run)
+    safety = verbs.add_parser(
+        "safety",
+        help="replay recorded runs with the memory route and count unsafe writes",
+        description=(
+            "Replay recorded trajectories with the LLM tier on context.memory's route and "
+            "count, per memory step, operations aimed at entries the model did not write "
+            "(rules/seed/user origin) and whether any was deleted or overwritten, saved "
+            "entries repeating a sentence of the policy prompt, and 'done' statuses with "
+            "unresolved failures (MEMORY_SPEC §14.2-14.3)."
+        ),
+    )
+    safety.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    safety.add_argument(
+        "--format", default="auto", choices=["auto", "mini-swe-agent", "openhands", "pma"]
+    )
+    safety.add_argument("--json", action="store_true", help="print the totals as JSON")
+    safety.set_defaults(func=run_safety)
     parser.set_defaults(func=lambda _args: (parser.print_help(sys.stderr), 2)[1])
 
 
@@ -124,3 +141,54 @@ async def _run(args: argparse.Namespace, variants: list[str]) -> dict:
     finally:
         await target.aclose()
     return build_report(trials, target=target.target, tasks=[t.id for t in tasks])
+
+
+def run_safety(args: argparse.Namespace) -> int:
+    """``clio-acp eval safety``: exit 0 when nothing unsafe landed, 1 otherwise or
+    when there is no memory route, 2 for usage errors."""
+    return asyncio.run(_safety(args))
+
+
+async def _safety(args: argparse.Namespace) -> int:
+    from clio_acp.agent.memory_hooks import RouterMemoryClient
+    from clio_acp.agent.recordings import RecordingFormatError
+    from clio_acp.eval.route_safety import check_files
+    from clio_acp.models.routing import Router
+    from clio_acp.paths import resolve_paths
+
+    settings = _settings()
+    router = Router(settings, paths=resolve_paths())
+    if router.memory_route is None:
+        await router.aclose()
+        print("clio-acp eval safety: no memory route (set context.memory.target)", file=sys.stderr)
+        return 1
+
+    def progress(name: str, result) -> None:
+        print(f"eval safety: {name}: {json.dumps(result.to_dict())}", file=sys.stderr, flush=True)
+
+    try:
+        total = await check_files(
+            args.files,
+            settings.context.memory,
+            RouterMemoryClient(router),
+            fmt=args.format,
+            on_recording=progress,
+        )
+    except (OSError, RecordingFormatError) as exc:
+        print(f"clio-acp eval safety: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await router.aclose()
+    data = total.to_dict()
+    if args.json:
+        print(json.dumps(data, ensure_ascii=False))
+    else:
+        for key, value in data.items():
+            print(f"{key}: {value}")
+    unsafe = (
+        total.protected_deleted
+        + total.protected_overwritten
+        + total.copies
+        + total.false_completions
+    )
+    return 1 if unsafe else 0
