@@ -68,6 +68,7 @@ from clio_acp.events import (
 )
 from clio_acp.paths import Paths
 from clio_acp.session.journal import Journal, JournalEntry, SessionRecord
+from clio_acp.session.workspace_values import all_keys
 from clio_acp.settings import MAX_TURN_REQUESTS_DEFAULT, RoleSettings, Settings
 from clio_acp.timestamps import utc_now
 
@@ -481,6 +482,7 @@ class Session:
             bank=bank,
             session_id=self.id,
             unresolved_failures=self.memory.unresolved_failures(),
+            workspace_keys=await all_keys(self._manager._journal_required(), self.id),
             **facts,
         )
 

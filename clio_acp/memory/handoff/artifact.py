@@ -63,6 +63,8 @@ class HandoffFacts:
     files_touched: Sequence[str] = ()
     commands: Sequence[CommandRun] = ()
     unresolved_failures: Sequence[str] = ()
+    workspace_keys: Sequence[str] = ()
+    """Keys of the session's named text workspace (the values stay in the journal)."""
 
 
 def read_git_branch(workspace: str | os.PathLike[str]) -> str | None:
@@ -124,8 +126,8 @@ def render_handoff_artifact(
     """The whole ``handoff-<UTC>.md`` text (§12.8), deterministic for the same inputs.
 
     Sections: Goal, Latest instruction, Workspace (path, git branch), Files touched,
-    Last commands (last 10, with exit codes), Unresolved failures, Task memory
-    snapshot (the v2 fence). All free text is redacted (§8); status is excluded.
+    Last commands (last 10, with exit codes), Unresolved failures, Workspace values
+    (keys only), Task memory snapshot (the v2 fence). All free text is redacted (§8); status is excluded.
     """
     tally = RedactionTally()
     stamp = format_timestamp(now)
@@ -153,6 +155,7 @@ def render_handoff_artifact(
     ] or ["_(none)_"]
     lines += ["", "## Unresolved failures", ""]
     lines += [f"- {_one_line(f, tally)}" for f in facts.unresolved_failures] or ["_(none)_"]
+    lines += _workspace_lines(facts.workspace_keys, source.session_id, tally)
     lines += [
         "",
         "## Task memory snapshot",
@@ -165,6 +168,19 @@ def render_handoff_artifact(
         "",
     ]
     return "\n".join(lines)
+
+
+def _workspace_lines(keys: Sequence[str], session_id: str, tally: RedactionTally) -> list[str]:
+    """The "Workspace values" section: the keys only, never the values."""
+    lines = ["", "## Workspace values", ""]
+    if not keys:
+        return [*lines, "_(none)_"]
+    lines.append(
+        "Kept by the model with `workspace_write`; read one with "
+        f"`clio-acp workspace {_one_line(session_id, tally)} KEY`."
+    )
+    lines.append("")
+    return lines + [f"- {_code(_one_line(key, tally))}" for key in keys]
 
 
 def _artifact_name(now: datetime) -> str:
@@ -183,6 +199,7 @@ def write_handoff_artifact(
     files_touched: Sequence[str] = (),
     commands: Sequence[CommandRun | tuple[str, int | None]] = (),
     unresolved_failures: Sequence[str] = (),
+    workspace_keys: Sequence[str] = (),
     runtime_ids: Iterable[str] = (),
     agent_ids: Iterable[str] = (),
     now: datetime | None = None,
@@ -205,6 +222,7 @@ def write_handoff_artifact(
         files_touched=files_touched,
         commands=[c if isinstance(c, CommandRun) else CommandRun(*c) for c in commands],
         unresolved_failures=unresolved_failures,
+        workspace_keys=workspace_keys,
     )
     source = HandoffSource.for_session(session_id, runtime_ids=runtime_ids, agent_ids=agent_ids)
     text = render_handoff_artifact(facts, bank, source, now=now)
