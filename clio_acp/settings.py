@@ -17,6 +17,7 @@ uses) lives in ``clio_acp.models.routing``, not here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -217,6 +218,8 @@ ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
     "CLIO_ACP_MEMORY_MODEL": ("context", "memory", "model"),
     "CLIO_ACP_PERMISSION_MODE": ("permissions", "mode"),
 }
+WATCH_RETRY_SECONDS = 2.0
+"""Pause before the settings watcher starts again after it failed."""
 SETTINGS_FILE_ENV = "CLIO_ACP_SETTINGS"
 """Path of the settings file to use instead of ``<config>/settings.yaml``."""
 SETTINGS_JSON_ENV = "CLIO_ACP_SETTINGS_JSON"
@@ -268,24 +271,76 @@ def _first_error(exc: ValidationError) -> tuple[tuple[Any, ...], str]:
     return loc, msg
 
 
+MAX_SETTINGS_BYTES = 1_048_576
+"""A settings file larger than this is refused (it is never that big by intent)."""
+MAX_SETTINGS_DEPTH = 32
+"""Nesting deeper than this (file, ``CLIO_ACP_SETTINGS_JSON``, editor overrides) is refused."""
+MAX_SETTINGS_VALUES = 100_000
+"""More values than this (YAML aliases count each time they are used) is refused."""
+
+
+def _check_shape(data: Any, source: str) -> None:
+    """Refuse deep nesting and alias bombs before anything recursive walks ``data``.
+
+    Iterative, so it cannot overflow the stack itself. Raises ``SettingsError``."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > MAX_SETTINGS_VALUES:
+            raise SettingsError(source, f"more than {MAX_SETTINGS_VALUES} values")
+        if isinstance(value, dict | list):
+            if depth > MAX_SETTINGS_DEPTH:
+                raise SettingsError(source, f"nested more than {MAX_SETTINGS_DEPTH} levels deep")
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+
+
+def _decode(raw: bytes, source: str) -> str:
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        problem = f"not UTF-8 text (byte 0x{raw[exc.start]:02x}); save the file as UTF-8"
+        raise SettingsError(source, problem, line=line) from None
+
+
 def read_settings_file(path: Path) -> dict[str, Any]:
-    """The file's mapping (``{}`` when missing or empty). Raises ``SettingsError``
-    with the line for invalid YAML or a top level that is not a mapping."""
-    if not path.exists():
-        return {}
-    text = path.read_text(encoding="utf-8")
+    """The file's mapping (``{}`` when missing or empty).
+
+    Raises ``SettingsError`` — never anything else — for a file that cannot be read,
+    is over 1 MiB, is not UTF-8 (with the line of the first bad byte), is not valid
+    YAML (with its line), nests deeper than 32 levels or expands past 100,000
+    values, or whose top level is not a mapping."""
+    source = str(path)
+    try:
+        if not path.exists():
+            return {}
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_SETTINGS_BYTES + 1)
+    except OSError as exc:
+        raise SettingsError(source, f"cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_SETTINGS_BYTES:
+        raise SettingsError(source, f"larger than {MAX_SETTINGS_BYTES} bytes")
+    text = _decode(raw, source)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
         raise SettingsError(
-            str(path), f"invalid YAML: {problem}", line=mark.line + 1 if mark else None
+            source, f"invalid YAML: {problem}", line=mark.line + 1 if mark else None
         ) from None
+    except RecursionError:
+        raise SettingsError(source, "invalid YAML: nested too deeply") from None
+    except (ValueError, TypeError, OverflowError) as exc:  # e.g. a date like 2026-02-30
+        raise SettingsError(source, f"invalid YAML value: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise SettingsError(str(path), "the top level must be a mapping of keys", line=1)
+        raise SettingsError(source, "the top level must be a mapping of keys", line=1)
+    _check_shape(data, source)
     return data
 
 
@@ -295,10 +350,12 @@ def _validate_file(path: Path, data: dict[str, Any]) -> Settings:
     except ValidationError as exc:
         loc, msg = _first_error(exc)
         try:
-            node = yaml.compose(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
+            node = yaml.compose(path.read_text(encoding="utf-8-sig"))
+        except Exception:  # only for the line number: any failure just drops it
             node = None
         raise SettingsError(str(path), msg, key=_key_text(loc), line=_line_of(node, loc)) from None
+    except RecursionError:
+        raise SettingsError(str(path), "nested too deeply") from None
 
 
 def _camel_keys(value: Any) -> Any:
@@ -330,8 +387,11 @@ def env_overlay(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             data = json.loads(raw)
         except ValueError as exc:
             raise SettingsError("environment", f"{SETTINGS_JSON_ENV} is not JSON: {exc}") from None
+        except RecursionError:
+            raise SettingsError("environment", f"{SETTINGS_JSON_ENV} nests too deeply") from None
         if not isinstance(data, dict):
             raise SettingsError("environment", f"{SETTINGS_JSON_ENV} must be a JSON object")
+        _check_shape(data, "environment")
         overlay = _camel_keys(data)
     for var, keys in ENV_OVERRIDES.items():
         value = env.get(var)
@@ -352,12 +412,17 @@ def apply_overrides(
     itself is never changed."""
     if not overlay:
         return settings
+    if not isinstance(overlay, Mapping):
+        raise SettingsError(source, "overrides must be a mapping of keys")
+    _check_shape(dict(overlay), source)
     merged = _deep_merge(settings.model_dump(by_alias=True), _camel_keys(dict(overlay)))
     try:
         return Settings.model_validate(merged)
     except ValidationError as exc:
         loc, msg = _first_error(exc)
         raise SettingsError(source, msg, key=_key_text(loc)) from None
+    except RecursionError:
+        raise SettingsError(source, "nested too deeply") from None
 
 
 def load_settings(
@@ -369,7 +434,8 @@ def load_settings(
     """Load the file at ``path`` (missing: defaults), then the environment overlay when
     ``env`` is given (``os.environ`` is not read unless passed), then ``overrides``.
 
-    Raises ``SettingsError`` naming the source, key and (for the file) line.
+    Raises ``SettingsError`` naming the source, key and (for the file) line, and
+    nothing else whatever the bytes of the file, the environment or the overrides.
     """
     settings = _validate_file(path, read_settings_file(path))
     if env is not None:
@@ -453,8 +519,8 @@ class SettingsStore:
             self.error = exc
             log.warning("settings not applied, previous settings stay: %s", exc)
             return False
-        except OSError as exc:
-            self.error = SettingsError(str(self.path), f"cannot read: {exc}")
+        except Exception as exc:  # never expected; a reload must not take a server down
+            self.error = SettingsError(str(self.path), f"cannot load: {exc!r}")
             log.warning("settings not applied, previous settings stay: %s", self.error)
             return False
         self.error = None
@@ -471,7 +537,23 @@ class SettingsStore:
     async def watch(self, stop: asyncio.Event | None = None, *, debounce_ms: int = 200) -> None:
         """Reload whenever the file changes, until ``stop`` is set or the task is
         cancelled. Watches the file's folder (editors replace files by rename),
-        creating it if missing."""
+        creating it if missing. A bad save only sets ``error``; if the watch itself
+        fails (the folder removed, a watcher error) it starts again after a pause, so
+        a later fix is still picked up."""
+        stop = stop or asyncio.Event()
+        while not stop.is_set():
+            try:
+                await self._watch_once(stop, debounce_ms)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("settings watcher failed (%r); watching again shortly", exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), WATCH_RETRY_SECONDS)
+            else:
+                return
+
+    async def _watch_once(self, stop: asyncio.Event, debounce_ms: int) -> None:
         folder = self.path.parent
         folder.mkdir(parents=True, exist_ok=True)
         name = self.path.name
@@ -483,3 +565,5 @@ class SettingsStore:
             folder, watch_filter=only_our_file, stop_event=stop, debounce=debounce_ms
         ):
             self.reload()
+        if not stop.is_set():  # the watch ended by itself (its folder went away)
+            raise OSError(f"stopped watching {folder}")
