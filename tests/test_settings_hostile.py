@@ -127,12 +127,11 @@ def test_latin1_byte_in_a_comment_names_the_line(tmp_path) -> None:
         assert exc.line == 2 and "UTF-8" in exc.problem
 
 
-async def _until(condition, timeout: float = 20.0) -> None:
-    async def poll() -> None:
-        while not condition():
+async def _until(condition) -> None:
+    """Wait until ``condition()`` holds (a store attribute with no event of its own)."""
+    async with asyncio.timeout(20):
+        while not condition():  # noqa: ASYNC110 - no event to wait on for store.error
             await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 async def test_watcher_survives_bad_saves_and_applies_a_later_fix(tmp_path) -> None:
