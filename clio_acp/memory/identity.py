@@ -5,7 +5,8 @@ record is matched against: an absolute path with no NUL/CR/LF, resolved through
 realpath (for a missing path: the realpath of the deepest existing parent plus the
 remaining tail), with a linked git worktree mapped to its main checkout (read from
 the worktree's ``.git`` file ``gitdir:`` and that folder's ``commondir``) so lessons
-carry across lanes. It reads a few small files and never runs git; it does not check
+carry across lanes — only when the link holds both ways (the admin folder's
+``gitdir`` file points back to this worktree). It reads a few small files and never runs git; it does not check
 that the folder is a repository. Blocking (filesystem); callers on an event loop use
 ``asyncio.to_thread``.
 """
@@ -65,7 +66,24 @@ def _main_checkout_of_worktree(worktree_root: str) -> str | None:
     common = os.path.realpath(os.path.join(gitdir, commondir_text.strip().splitlines()[0]))
     if os.path.basename(common) != ".git":
         return None  # bare repository: there is no main checkout to map to
+    if not _points_back(gitdir, common, worktree_root):
+        return None  # a .git file claiming another repository's worktree: not mapped
     return os.path.dirname(common)
+
+
+def _points_back(gitdir: str, common: str, worktree_root: str) -> bool:
+    """Verify the link the other way, as git does: the worktree's admin folder lies in
+    ``<common>/worktrees/`` and its ``gitdir`` file names this worktree's ``.git``.
+    Without this, any folder could write ``gitdir: <other repo>/.git/worktrees/x``
+    and inherit that repository's records."""
+    if os.path.dirname(gitdir) != os.path.join(common, "worktrees"):
+        return False
+    back = _read_small(os.path.join(gitdir, "gitdir"))
+    if back is None or not back.strip():
+        return False
+    target = back.strip().splitlines()[0].strip()
+    target = os.path.realpath(os.path.join(gitdir, target))
+    return target == os.path.realpath(os.path.join(worktree_root, ".git"))
 
 
 def _map_linked_worktree(path: str) -> str:
