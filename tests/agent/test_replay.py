@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from clio_acp.agent.recordings import RecordedCall, RecordedTurn, Recording
 from clio_acp.agent.replay import replay_recording
 
@@ -32,3 +34,26 @@ async def test_loop_stop_is_reported_once_and_the_key_stays_silent_after_it():
     assert not [r for r in report.reminders if r.step > 5]
     # Before the stop the blind retry was named at its second occurrence.
     assert report.reminders[0].step == 2
+
+
+# -- regressions from adversarial input ----------------------------------------
+
+
+DEEP_JSON = "[" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("deep.json", DEEP_JSON),
+        ("null-message.traj.json", '{"messages": [null, 5]}'),
+    ],
+    ids=["deep-nesting", "null-message"],
+)
+def test_replay_reports_a_malformed_trajectory_without_traceback(run_cli, tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    done = run_cli("replay", str(path))
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert str(path) in done.stderr

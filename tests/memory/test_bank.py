@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,6 +15,7 @@ from clio_acp.memory.bank import (
     estimate_tokens,
     normalize_content,
 )
+from clio_acp.memory.policy import PolicyInput, ScriptedAnswerClient, run_task_memory_policy
 
 
 class FakeClock:
@@ -277,3 +280,73 @@ def test_bank_never_exceeds_its_caps(ops):
         except ValueError:
             continue
         assert len(bank.knowledge) <= 5 and len(bank.procedural) <= 7
+
+
+# -- regressions from adversarial input ----------------------------------------
+
+
+T0 = "2026-01-01T00:00:00.000Z"
+
+
+def _entry(entry_id: str, kind: str, stamp: str = T0) -> dict:
+    return {
+        "id": entry_id,
+        "kind": kind,
+        "content": "c",
+        "createdAt": stamp,
+        "lastTouchedAt": stamp,
+        "injectionCount": 0,
+    }
+
+
+def test_lone_surrogate_escape_in_content_is_stored_as_replacement_char():
+    answer = (
+        '<operations>[{"op":"save_knowledge","content":"x\\ud800y"}]</operations>\n'
+        "<no_intervention/>"
+    )
+    bank = TaskMemoryBank()
+    result = asyncio.run(
+        run_task_memory_policy(
+            bank,
+            PolicyInput(task="t", trajectory=[], deterministic_trigger=False, max_tokens=100),
+            ScriptedAnswerClient(answer),
+        )
+    )
+    assert result.bank_operations == 1
+    assert bank.knowledge[0].content == "x\ufffdy"
+    json.dumps(bank.snapshot(), ensure_ascii=False).encode("utf-8")  # must not raise
+
+
+@pytest.mark.parametrize(
+    "snapshot",
+    [
+        {
+            "version": 1,
+            "status": _entry("tm-k-1", "status"),
+            "knowledge": [_entry("tm-k-1", "knowledge")],
+            "procedural": [_entry("tm-k-1", "procedural")],
+        },
+        {
+            "version": 1,
+            "status": None,
+            "knowledge": [_entry("tm-k-1", "knowledge"), _entry("tm-k-1", "knowledge")],
+            "procedural": [],
+        },
+        {"version": True, "status": None, "knowledge": [], "procedural": []},
+        {"version": 1, "status": None, "knowledge": [_entry(5, "knowledge")], "procedural": []},
+        {
+            "version": 1,
+            "status": None,
+            "knowledge": [_entry("tm-k-1", "knowledge", "2026-01-01T00:00:00Z")],
+            "procedural": [],
+        },
+    ],
+    ids=["id-in-three-classes", "id-twice-in-a-class", "version-true", "int-id", "no-millis"],
+)
+def test_bank_restore_rejects_a_hostile_snapshot_and_keeps_the_bank(snapshot):
+    bank = TaskMemoryBank()
+    bank.save("knowledge", "kept")
+    before = bank.snapshot()
+    with pytest.raises(ValueError):
+        bank.restore(snapshot)
+    assert bank.snapshot() == before

@@ -131,3 +131,30 @@ def test_memory_parse_bad_input_exits_2_with_a_message(run_cli, tmp_path, setup,
     proc = run_cli("memory", "parse", *args, input=E("[]"), cwd=tmp_path)
     assert proc.returncode == 2
     assert message in proc.stderr and proc.stdout == ""
+
+
+# -- regressions from adversarial input ----------------------------------------
+
+
+DEEP_JSON = "[" * 100_000
+
+
+def test_memory_parse_cli_prints_a_lone_surrogate_escape_without_traceback(run_cli):
+    answer = (
+        '<operations>[{"op":"save_knowledge","content":"x\\ud800y"}]</operations>\n'
+        "<no_intervention/>"
+    )
+    done = run_cli("memory", "parse", input=answer)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["bank"]["knowledge"][0]["content"] == "x\ufffdy"
+
+
+@pytest.mark.parametrize("flag", ["--bank", "--trajectory"])
+def test_memory_parse_deeply_nested_input_file_is_a_usage_error(run_cli, tmp_path, flag):
+    path = tmp_path / "deep.json"
+    path.write_text(DEEP_JSON, encoding="utf-8")
+    done = run_cli("memory", "parse", flag, str(path), input="<operations>[]</operations>")
+    assert done.returncode == 2
+    assert "is not valid JSON" in done.stderr
+    assert "Traceback" not in done.stderr

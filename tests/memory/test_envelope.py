@@ -623,3 +623,13 @@ def test_derailed_repetitive_answers_are_handled(text):
     assert (
         parsed.failure is not None or parsed.reminder_error is not None or parsed.operations == ()
     )
+
+
+# -- regressions from adversarial input ----------------------------------------
+
+
+def test_lone_surrogate_in_raw_reminder_text_becomes_replacement_char():
+    parsed = parse_envelope(
+        "<operations>[]</operations>\n<context_for_action>[tm-k-1] a\ud800b</context_for_action>"
+    )
+    assert parsed.reminder == "[tm-k-1] a\ufffdb"

@@ -246,3 +246,14 @@ def test_activity_line_rendering():
     assert render_activity(event) == "interval+tool_error_streak gated uncited 2w"
     event.update(decision="injected", reason="intervened", bankWrites=0, citedEntries=1)
     assert render_activity(event) == "interval+tool_error_streak injected 1 cited"
+
+
+# -- regressions from adversarial input ----------------------------------------
+
+
+DEEP_JSON = "[" * 100_000
+
+
+def test_deeply_nested_step_line_is_a_value_error():
+    with pytest.raises(ValueError):
+        parse_step_line(DEEP_JSON)

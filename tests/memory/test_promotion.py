@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from datetime import UTC, datetime
@@ -254,7 +255,6 @@ async def test_async_auto_proposal_copies_entries_before_the_write(
 async def test_auto_proposal_hook_reads_the_post_step_bank_and_reports_new_records(
     store: MemoryStore, bank: TaskMemoryBank, tmp_path: Path
 ) -> None:
-    import asyncio
 
     from clio_acp.memory.promotion import make_auto_proposal_hook
 
@@ -301,3 +301,95 @@ def test_auto_proposal_hook_without_a_loop_writes_synchronously(
     )
     hook(("tm-k-1",))
     assert len(store.load()) == 1
+
+
+# -- regressions from adversarial input ----------------------------------------
+
+
+def _handoff_with_source(session_id: str, evidence: str, entry_id: str) -> str:
+    stamp = "2026-01-01T00:00:00.000Z"
+    snapshot = {
+        "version": 2,
+        "source": {
+            "sessionId": session_id,
+            "evidenceRefs": [evidence],
+            "runtimeIds": [],
+            "agentIds": [],
+        },
+        "redaction": {"replacementCount": 0, "sourceFields": []},
+        "knowledge": [
+            {
+                "id": entry_id,
+                "content": "Use API_KEY=super-secret-value in the fixture.",
+                "injectionCount": 0,
+                "createdAt": stamp,
+                "lastTouchedAt": stamp,
+            }
+        ],
+        "procedural": [],
+    }
+    return "# h\n\n```clio-coder-task-memory\n" + json.dumps(snapshot) + "\n```\n"
+
+
+def _handoff_text(content_json: str, entry_id_json: str = '"tm-k-1"') -> str:
+    stamp = "2026-01-01T00:00:00.000Z"
+    return (
+        "```clio-coder-task-memory\n"
+        '{"version":2,"source":{"sessionId":"s1","evidenceRefs":["session:s1"],'
+        '"runtimeIds":[],"agentIds":[]},"redaction":{"replacementCount":0,"sourceFields":[]},'
+        f'"knowledge":[{{"id":{entry_id_json},"content":{content_json},"injectionCount":0,'
+        f'"createdAt":"{stamp}","lastTouchedAt":"{stamp}"}}],"procedural":[]}}\n'
+        "```\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("session_id", "evidence", "entry_id"),
+    [
+        ("AKIAABCDEFGHIJKLMNOP", "session:s1", "tm-k-1"),
+        ("s1", "token=supersecretvalue1", "tm-k-1"),
+        ("s1", "session:s1", "ghp_abcdefghijklmnopqrstuvwxyz"),
+    ],
+    ids=["session-id", "evidence-ref", "entry-id"],
+)
+def test_promote_refuses_a_handoff_whose_identifiers_hold_a_secret(
+    run_cli, tmp_path, isolated_dirs, session_id, evidence, entry_id
+):
+    handoff = tmp_path / "handoff.md"
+    handoff.write_text(_handoff_with_source(session_id, evidence, entry_id), encoding="utf-8")
+    done = run_cli(
+        "memory", "promote", "--from-handoff", str(handoff), "--scope", "global",
+        "--acknowledge-global",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout
+    records = isolated_dirs["data"] / "memory" / "records.json"
+    assert not records.exists()
+
+
+def test_promote_of_a_clean_handoff_redacts_the_lesson_and_writes_no_secret(
+    run_cli, tmp_path, isolated_dirs
+):
+    handoff = tmp_path / "handoff.md"
+    handoff.write_text(_handoff_with_source("s1", "session:s1", "tm-k-1"), encoding="utf-8")
+    done = run_cli(
+        "memory", "promote", "--from-handoff", str(handoff), "--scope", "global",
+        "--acknowledge-global",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = (isolated_dirs["data"] / "memory" / "records.json").read_text(encoding="utf-8")
+    assert "super-secret-value" not in text
+    assert "API_KEY=[redacted:assignment]" in text
+
+
+def test_promote_from_a_handoff_with_a_lone_surrogate_escape_writes_utf8(
+    run_cli, tmp_path, isolated_dirs
+):
+    handoff = tmp_path / "handoff.md"
+    handoff.write_text(_handoff_text('"fact \\ud800 x"'), encoding="utf-8")
+    done = run_cli(
+        "memory", "promote", "--from-handoff", str(handoff), "--scope", "global",
+        "--acknowledge-global",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records = (isolated_dirs["data"] / "memory" / "records.json").read_text(encoding="utf-8")
+    assert json.loads(records)["records"][0]["lesson"] == "fact \ufffd x"

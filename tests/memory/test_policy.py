@@ -599,3 +599,32 @@ def test_the_memory_domain_loads_no_model_client_or_http_stack():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# -- regressions from adversarial input ----------------------------------------
+
+
+def test_path_gate_reference_too_long_for_the_os_is_invalid_path_not_an_exception(tmp_path):
+    (tmp_path / "src").mkdir()
+    bank = TaskMemoryBank()
+    bank.save("knowledge", "The operator requires visible reminders.")
+    name = "a" * 260  # one component over NAME_MAX (255): stat raises ENAMETOOLONG
+    answer = (
+        "<operations>[]</operations>\n"
+        f"<context_for_action>[tm-k-1] see src/{name}.py now</context_for_action>"
+    )
+    result = asyncio.run(
+        run_task_memory_policy(
+            bank,
+            PolicyInput(
+                task="t",
+                trajectory=[],
+                deterministic_trigger=False,
+                max_tokens=100,
+                workspace_root=tmp_path,
+            ),
+            ScriptedAnswerClient(answer),
+        )
+    )
+    assert (result.decision, result.reason) == ("gated", "invalid_path")
+    assert bank.get("tm-k-1").injection_count == 0

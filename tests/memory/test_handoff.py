@@ -508,3 +508,68 @@ def test_git_branch_is_read_from_head_including_linked_worktrees(tmp_path: Path)
         tmp_path / "lane", **_facts(TaskMemoryBank(), tmp_path, git_branch=None)
     )
     assert "- Git branch: `lane-1`" in path.read_text()
+
+
+# -- regressions from adversarial input ----------------------------------------
+
+
+T0 = "2026-01-01T00:00:00.000Z"
+
+
+def _entry(entry_id: str, kind: str, stamp: str = T0) -> dict:
+    return {
+        "id": entry_id,
+        "kind": kind,
+        "content": "c",
+        "createdAt": stamp,
+        "lastTouchedAt": stamp,
+        "injectionCount": 0,
+    }
+
+
+def _handoff_text(content_json: str, entry_id_json: str = '"tm-k-1"') -> str:
+    stamp = "2026-01-01T00:00:00.000Z"
+    return (
+        "```clio-coder-task-memory\n"
+        '{"version":2,"source":{"sessionId":"s1","evidenceRefs":["session:s1"],'
+        '"runtimeIds":[],"agentIds":[]},"redaction":{"replacementCount":0,"sourceFields":[]},'
+        f'"knowledge":[{{"id":{entry_id_json},"content":{content_json},"injectionCount":0,'
+        f'"createdAt":"{stamp}","lastTouchedAt":"{stamp}"}}],"procedural":[]}}\n'
+        "```\n"
+    )
+
+
+def test_restored_bank_always_writes_a_parseable_handoff(tmp_path):
+    from clio_acp.memory.handoff import parse_handoff_snapshot, write_handoff_artifact
+
+    bank = TaskMemoryBank()
+    bank.restore(
+        {
+            "version": 1,
+            "status": None,
+            "knowledge": [_entry("tm-k-1", "knowledge")],
+            "procedural": [],
+        }
+    )
+    path = write_handoff_artifact(
+        tmp_path, task="t", latest_instruction="i", bank=bank, session_id="s1", git_branch="m"
+    )
+    snapshot = parse_handoff_snapshot(path.read_text(encoding="utf-8"))
+    assert snapshot is not None
+    assert [e.id for e in snapshot.knowledge] == ["tm-k-1"]
+
+
+def test_handoff_content_with_a_lone_surrogate_escape_parses_with_replacement_char():
+    from clio_acp.memory.handoff import parse_handoff_snapshot
+
+    snapshot = parse_handoff_snapshot(_handoff_text('"fact \\ud800 x"'))
+    assert snapshot is not None
+    assert snapshot.knowledge[0].content == "fact \ufffd x"
+
+
+def test_handoff_entry_id_with_a_lone_surrogate_escape_is_invalid():
+    from clio_acp.memory.handoff import parse_handoff_snapshot
+
+    parsed = parse_handoff_snapshot(_handoff_text('"fact"', '"tm-k-\\ud800"'))
+    assert parsed is not None and parsed.count == 0
+    assert parsed.rejected == ("knowledge[0]: id is not a non-blank string",)

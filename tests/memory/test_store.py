@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -315,7 +316,6 @@ def test_layout_matches_json_dumps_indent_2(store: MemoryStore) -> None:
 
 
 async def test_concurrent_async_writers_in_one_process_lose_nothing(store: MemoryStore) -> None:
-    import asyncio
 
     other = MemoryStore(store.path)  # a second handle on the same file, as a face would have
     await asyncio.gather(
@@ -338,3 +338,91 @@ def test_unwritable_folder_is_a_clear_store_error(tmp_path: Path) -> None:
         store = MemoryStore(folder / "memory" / "records.json")
     with pytest.raises(MemoryStoreError, match="cannot write memory store"):
         store.add_if_absent(make_record(1))
+
+
+# -- regressions from adversarial input ----------------------------------------
+
+
+DEEP_JSON = "[" * 100_000
+
+
+def _record(index: int, created_at: str) -> dict:
+    return {
+        "id": f"mem-{index:016x}",
+        "scope": "global",
+        "key": f"k{index}",
+        "lesson": "a lesson",
+        "evidenceRefs": ["session:s"],
+        "appliesWhen": [],
+        "avoidWhen": [],
+        "confidence": 0.6,
+        "createdAt": created_at,
+        "approved": False,
+    }
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        DEEP_JSON,
+        "{}",
+        '{"records": []}',
+        '{"version": 1}',
+        '{"version": true, "records": []}',
+    ],
+    ids=["deep-nesting", "empty-object", "no-version", "no-records", "version-true"],
+)
+def test_invalid_records_file_is_reported_and_never_overwritten(tmp_path, text):
+    path = tmp_path / "records.json"
+    path.write_text(text, encoding="utf-8")
+    before = path.read_bytes()
+    store = MemoryStore(path)
+    with pytest.raises(MemoryStoreCorrupt):
+        store.load()
+    with pytest.raises(MemoryStoreCorrupt):
+        store.add_if_absent(MemoryRecord.model_validate(_record(1, "2026-01-01T00:00:00.000Z")))
+    assert path.read_bytes() == before
+
+
+def test_memory_list_cli_reports_a_deeply_nested_records_file(run_cli, isolated_dirs):
+    path = isolated_dirs["data"] / "memory" / "records.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(DEEP_JSON, encoding="utf-8")
+    done = run_cli("memory", "list")
+    assert done.returncode == 1
+    assert "is invalid and was left untouched" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert path.read_text(encoding="utf-8") == DEEP_JSON
+
+
+def test_prune_and_approve_work_on_a_store_already_over_the_cap(tmp_path):
+    path = tmp_path / "records.json"
+    records = [
+        _record(i, "2020-01-01T00:00:00.000Z" if i < 5 else "2099-01-01T00:00:00.000Z")
+        for i in range(510)
+    ]
+    path.write_text(json.dumps({"version": 1, "records": records}), encoding="utf-8")
+    store = MemoryStore(path)
+    removed = store.prune_stale()  # the remedy the cap error names must not be refused
+    assert len(removed) == 5
+    assert len(store.load()) == 505
+    assert store.approve(f"mem-{100:016x}").approved is True
+
+
+def test_a_store_over_the_cap_still_refuses_to_grow(tmp_path):
+    path = tmp_path / "records.json"
+    records = [_record(i, "2099-01-01T00:00:00.000Z") for i in range(500)]
+    path.write_text(json.dumps({"version": 1, "records": records}), encoding="utf-8")
+    with pytest.raises(MemoryStoreLimit):
+        MemoryStore(path).add_if_absent(
+            MemoryRecord.model_validate(_record(999, "2099-01-01T00:00:00.000Z"))
+        )
+
+
+def test_store_still_writes_version_and_records(tmp_path):
+    path = tmp_path / "records.json"
+    MemoryStore(path).add_if_absent(
+        MemoryRecord.model_validate(_record(1, "2026-01-01T00:00:00.000Z"))
+    )
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["version"] == 1 and len(data["records"]) == 1

@@ -1,0 +1,37 @@
+"""Regressions of ``clio_acp.memory.usage_report`` found by adversarial input."""
+
+from __future__ import annotations
+
+import json
+
+GOOD_STEP_ROW = {
+    "version": 2,
+    "at": "2026-01-02T03:04:05.678Z",
+    "triggerReasons": ["interval"],
+    "tier": "llm",
+    "bankDelta": {
+        kind: {"added": 0, "updated": 0, "deleted": 0}
+        for kind in ("status", "knowledge", "procedural")
+    },
+    "decision": "injected",
+    "reason": "intervened",
+    "bankOperations": 0,
+    "droppedOperations": 0,
+    "citedEntries": 1,
+    "tokenCost": {"input": 10, "output": 5, "total": 15},
+    "latencyMs": 12,
+}
+
+
+DEEP_JSON = "[" * 100_000
+
+
+def test_usage_report_cli_skips_a_deeply_nested_step_line(run_cli, isolated_dirs):
+    ledger = isolated_dirs["state"] / "memory" / "steps.jsonl"
+    ledger.parent.mkdir(parents=True)
+    ledger.write_text(f"{json.dumps(GOOD_STEP_ROW)}\n{DEEP_JSON}\n", encoding="utf-8")
+    done = run_cli("usage", "report", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["total"]["llmSteps"] == 1
+    assert "Traceback" not in done.stderr
