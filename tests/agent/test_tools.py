@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 
 import pytest
 
@@ -119,3 +121,24 @@ async def test_cancelling_a_command_task_kills_it_promptly(ws):
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
+
+
+async def test_write_never_goes_through_a_hard_link_to_a_file_outside(ws, tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me\n")
+    os.link(outside, ws / "linked.txt")
+    written = await call(ws, "write_file", path="linked.txt", content="new\n")
+    edited = await call(ws, "edit_file", path="linked.txt", old_text="new", new_text="newer")
+    assert written.disposition.ok and edited.disposition.ok
+    assert outside.read_text() == "keep me\n"
+    assert (ws / "linked.txt").read_text() == "newer\n"
+    assert os.stat(ws / "linked.txt").st_nlink == 1
+
+
+async def test_write_keeps_permission_bits_and_leaves_no_temp_file(ws):
+    script = ws / "run.sh"
+    script.write_text("echo a\n")
+    script.chmod(0o750)
+    assert (await call(ws, "write_file", path="run.sh", content="echo b\n")).disposition.ok
+    assert stat.S_IMODE(script.stat().st_mode) == 0o750
+    assert sorted(p.name for p in ws.iterdir()) == ["run.sh"]

@@ -11,10 +11,13 @@ import contextlib
 import logging
 import os
 import signal
+import stat
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+from clio_acp.atomic import atomic_open
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +66,30 @@ def _read_file(path: Path) -> str:
 
 
 def _write_file(path: Path, text: str) -> None:
+    """Write by replacing, never through the existing file: a hard link whose other
+    names lie outside the workspace keeps its old content (the workspace name gets a
+    new file), and a crash leaves the old or the new bytes, never a truncated file.
+    The file keeps its permission bits; a new one gets 0666 less the umask."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as fh:
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    with atomic_open(path) as fh:
+        os.fchmod(fh.fileno(), mode)
         fh.write(text)
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (``os.umask`` would race threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
 async def _maybe_await(value: Awaitable[None] | None) -> None:
