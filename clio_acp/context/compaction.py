@@ -227,6 +227,95 @@ def largest_tool_results(
     return [tid for _, tid in tools[:limit]]
 
 
+SPILL_MIN_CHARS = 600
+"""A retained tool result shorter than this is not worth spilling during compaction."""
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """Where a compaction cuts the model view (seed ``004``).
+
+    ``removed`` (``messages[start:cut]``) is summarised; ``tail`` (``messages[cut:]``)
+    is kept verbatim. ``first_kept_seq`` is the journal seq of the first kept message
+    (the seq after the last row when nothing is kept). ``retain_tokens`` is the tail's
+    budget: the retain share of the window less the system prompt and tool schemas.
+    """
+
+    start: int
+    cut: int
+    removed: list[dict[str, Any]]
+    tail: list[dict[str, Any]]
+    first_kept_seq: int
+    retain_tokens: int
+
+
+def plan_compaction(
+    pairs: Sequence[tuple[int, dict[str, Any]]],
+    *,
+    window_tokens: int,
+    retain_ratio: float,
+    overhead_tokens: int,
+    has_summary: bool,
+    turn_prompt_seq: int | None,
+    next_seq: int,
+) -> CompactionPlan | None:
+    """Plan a compaction of the projected view ``pairs`` (journal seq, message).
+
+    ``has_summary``: the view starts with an earlier summary, which is always replaced.
+    ``turn_prompt_seq``: seq of the current turn's prompt, never cut away. ``next_seq``:
+    the seq the next journal row will get. Returns None when no safe cut removes
+    anything. Pure: no I/O, no model.
+    """
+    messages = [message for _, message in pairs]
+    retain = max(0, int(retain_ratio * window_tokens) - overhead_tokens)
+    start = 1 if has_summary else 0
+    keep_from = None
+    for index, (seq, message) in enumerate(pairs):
+        if seq == turn_prompt_seq and message.get("role") == "user":
+            keep_from = index
+    cut = choose_cut(messages, retain, start=start, keep_from=keep_from)
+    if cut is None:
+        return None
+    first_kept = pairs[cut][0] if cut < len(pairs) else next_seq
+    return CompactionPlan(start, cut, messages[start:cut], messages[cut:], first_kept, retain)
+
+
+def exceeds_retain(after_tokens: int, window_tokens: int, retain_ratio: float) -> bool:
+    """True when the compacted view is still above the retain share of the window
+    (MEMORY_SPEC §12 item 10: then the tail's largest tool results are spilled)."""
+    return after_tokens > int(retain_ratio * window_tokens)
+
+
+def tail_spill_candidates(
+    tail: Sequence[dict[str, Any]], *, exclude: set[str], min_chars: int = SPILL_MIN_CHARS
+) -> list[tuple[str, str]]:
+    """``(tool_call_id, text)`` of the tail's largest tool results worth spilling,
+    biggest first: not already spilled (``exclude``) and at least ``min_chars`` long."""
+    texts = {
+        str(m.get("tool_call_id")): m.get("content")
+        for m in tail
+        if m.get("role") == "tool" and isinstance(m.get("content"), str)
+    }
+    return [
+        (call_id, texts[call_id])
+        for call_id in largest_tool_results(tail, exclude=exclude)
+        if len(texts.get(call_id) or "") > min_chars
+    ]
+
+
+def with_tool_outputs(
+    messages: Sequence[dict[str, Any]], replacements: dict[str, str]
+) -> list[dict[str, Any]]:
+    """``messages`` with the content of the tool results named in ``replacements``
+    (tool_call_id → new text) replaced; the others are returned unchanged."""
+    return [
+        {**m, "content": replacements[m["tool_call_id"]]}
+        if m.get("role") == "tool" and m.get("tool_call_id") in replacements
+        else m
+        for m in messages
+    ]
+
+
 @dataclass
 class ProgressGuard:
     """MEMORY_SPEC §12 item 10 bookkeeping for one session.

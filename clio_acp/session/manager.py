@@ -40,7 +40,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from clio_acp.agent import history, memory_hooks
-from clio_acp.agent.loop import BASE_SYSTEM_PROMPT, AgentLoop, ContextRules, Transcript, TurnLimits
+from clio_acp.agent.loop import BASE_SYSTEM_PROMPT, AgentLoop
 from clio_acp.agent.memory_hooks import InjectReminder, MemoryHooks, NullMemory
 from clio_acp.agent.model_port import ChatModel, resolve_chat_model
 from clio_acp.agent.permissions import PERMISSION_MODES, PermissionGate, PermissionHandler
@@ -52,6 +52,8 @@ from clio_acp.agent.tools import (
     ToolRegistry,
     Workspace,
 )
+from clio_acp.agent.transcript import Transcript
+from clio_acp.agent.turn import ContextRules, TurnLimits
 from clio_acp.events import (
     HandoffOffer,
     MemoryCleared,

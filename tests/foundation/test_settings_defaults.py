@@ -9,7 +9,7 @@ import dataclasses
 import inspect
 
 from clio_acp import settings as s
-from clio_acp.agent.loop import ContextRules, TurnLimits
+from clio_acp.agent.turn import ContextRules, TurnLimits
 from clio_acp.cli import build_parser
 from clio_acp.context.compaction import should_compact
 from clio_acp.context.spill import needs_spill
