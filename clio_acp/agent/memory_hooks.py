@@ -92,171 +92,93 @@ class ToolObservation:
 
 class MemoryHooks(Protocol):
     """One registration per live session. Every method is exception-safe (a failure
-    yields no effects) and never blocks the turn."""
+    yields no effects) and never blocks the turn. The bodies here are the memory-off
+    behaviour ``NullMemory`` inherits; ``MiddlewareHooks`` implements every method
+    itself (a missing one is an error there, never a silent no-op)."""
 
     def turn_start(self, session_id: str, turn_id: str, text: str) -> list[MemoryEffect]:
         """A prompt turn starts (§4 turn_start): the restore offer and deferred reminders."""
-        ...
+        return []
 
     def before_tool(
         self, session_id: str, tool_call_id: str, tool_name: str, arguments: dict[str, Any]
     ) -> list[MemoryEffect]:
         """A tool call is about to run (§4)."""
-        ...
+        return []
 
     def after_tool(self, session_id: str, observation: ToolObservation) -> list[MemoryEffect]:
         """A tool call finished (§4, §12.1–12.4): annotations and the loop stop."""
-        ...
+        return []
 
     def turn_end(self, session_id: str, turn_id: str) -> list[MemoryEffect]:
         """The turn ended (§4 turn_end)."""
-        ...
+        return []
 
     def evaluate_turn_end(self, session_id: str, turn_id: str) -> None:
         """Start the detached LLM-tier step if due (never awaited by the turn)."""
-        ...
+        return None
 
     def take_deferred(self) -> list[InjectReminder]:
         """Drain reminders buffered for the next request (confirms restore offers
         handed out earlier: the request carrying them is about to be sent, §12.6)."""
-        ...
+        return []
 
     def discard_deferred(self) -> None:
         """Drop buffered reminders (their turn was aborted); a restore offer stays."""
-        ...
+        return None
 
     def on_compaction(self, session_id: str, metadata: dict[str, Any]) -> list[MemoryEffect]:
         """A compaction happened; may return the restore reminder for the next request."""
-        ...
+        return []
 
     def signal_loop(self) -> None:
         """The loop guard fired (§4 ``loop_signal`` trigger)."""
-        ...
+        return None
 
     def note_workspace_change(self) -> None:
         """The file watcher saw the workspace change: repeat counts restart (§12.1)."""
-        ...
+        return None
 
     def unresolved_failures(self) -> list[str]:
         """One line per failure whose latest outcome is still an error (§12.8)."""
-        ...
+        return []
 
     def activity(self) -> list[dict[str, Any]]:
         """The activity ring, newest first (§4): the loop journals new items."""
-        ...
+        return []
 
     def set_proposal_sink(self, sink: ProposalSink | None) -> None:
         """Where auto-proposed durable records go (the session's event stream, §6)."""
-        ...
+        return None
 
     def step_in_flight(self) -> bool:
         """True while a detached memory step runs."""
-        ...
+        return False
 
     async def wait_idle(self) -> None:
         """Wait for the in-flight memory step, if any (eval, replay, tests)."""
-        ...
+        return None
 
     def bank_status(self) -> str | None:
         """The bank's status text, for progress reminders (§12.10)."""
-        ...
+        return None
 
     def snapshot(self) -> dict[str, Any] | None:
         """Bank snapshot to save in the journal (§12.7)."""
-        ...
+        return None
 
     def counters(self) -> dict[str, Any] | None:
         """Counters that survive compaction and resume (§12.4)."""
-        ...
+        return None
 
     def restore(
         self, snapshot: dict[str, Any] | None, counters: dict[str, Any] | None
     ) -> list[MemoryEffect]:
         """Restore a saved session's bank; may return a restore reminder (§12.6)."""
-        ...
+        return []
 
     def board(self) -> dict[str, Any]:
         """The ``/memory`` board: enabled, tier, size, last decision, bank, activity."""
-        ...
-
-    def task_bank(self) -> TaskMemoryBank | None:
-        """The live task bank (handoff, seed), or None when memory is off."""
-        ...
-
-    def reset(self) -> None:
-        """Clear the bank and all state (a session change, invariant 1)."""
-        ...
-
-    def dispose(self) -> None:
-        """Reset and refuse all future work."""
-        ...
-
-
-class NullMemory:
-    """Memory off: every hook does nothing and the board says ``enabled: false``."""
-
-    def turn_start(self, session_id: str, turn_id: str, text: str) -> list[MemoryEffect]:
-        return []
-
-    def before_tool(
-        self, session_id: str, tool_call_id: str, tool_name: str, arguments: dict[str, Any]
-    ) -> list[MemoryEffect]:
-        return []
-
-    def after_tool(self, session_id: str, observation: ToolObservation) -> list[MemoryEffect]:
-        return []
-
-    def turn_end(self, session_id: str, turn_id: str) -> list[MemoryEffect]:
-        return []
-
-    def evaluate_turn_end(self, session_id: str, turn_id: str) -> None:
-        return None
-
-    def take_deferred(self) -> list[InjectReminder]:
-        return []
-
-    def discard_deferred(self) -> None:
-        return None
-
-    def on_compaction(self, session_id: str, metadata: dict[str, Any]) -> list[MemoryEffect]:
-        return []
-
-    def signal_loop(self) -> None:
-        return None
-
-    def note_workspace_change(self) -> None:
-        return None
-
-    def unresolved_failures(self) -> list[str]:
-        return []
-
-    def activity(self) -> list[dict[str, Any]]:
-        return []
-
-    def set_proposal_sink(self, sink: ProposalSink | None) -> None:
-        return None
-
-    def step_in_flight(self) -> bool:
-        return False
-
-    async def wait_idle(self) -> None:
-        return None
-
-    def bank_status(self) -> str | None:
-        return None
-
-    def snapshot(self) -> dict[str, Any] | None:
-        return None
-
-    def counters(self) -> dict[str, Any] | None:
-        return None
-
-    def restore(
-        self, snapshot: dict[str, Any] | None, counters: dict[str, Any] | None
-    ) -> list[MemoryEffect]:
-        return []
-
-    def board(self) -> dict[str, Any]:
         return {
             "enabled": False,
             "tier": "off",
@@ -267,13 +189,20 @@ class NullMemory:
         }
 
     def task_bank(self) -> TaskMemoryBank | None:
+        """The live task bank (handoff, seed), or None when memory is off."""
         return None
 
     def reset(self) -> None:
+        """Clear the bank and all state (a session change, invariant 1)."""
         return None
 
     def dispose(self) -> None:
+        """Reset and refuse all future work."""
         return None
+
+
+class NullMemory(MemoryHooks):
+    """Memory off: every hook does nothing and the board says ``enabled: false``."""
 
 
 class RouterMemoryClient:
@@ -359,18 +288,24 @@ class MiddlewareHooks:
             self._proposal_sink(records)
 
     def set_proposal_sink(self, sink: ProposalSink | None) -> None:
+        """Auto-proposed records go to ``sink`` from now on (None: nowhere)."""
         self._proposal_sink = sink
 
     def turn_start(self, session_id: str, turn_id: str, text: str) -> list[MemoryEffect]:
+        """``MemoryMiddleware.turn_start``; restore offers it returns are tracked."""
         return self._track(self.middleware.turn_start(turn_id, text, session_id=session_id))
 
     def before_tool(
         self, session_id: str, tool_call_id: str, tool_name: str, arguments: dict[str, Any]
     ) -> list[MemoryEffect]:
+        """``MemoryMiddleware.before_tool`` for this call."""
         call = ToolCall(tool_name, arguments, tool_call_id)
         return self._track(self.middleware.before_tool(call, session_id=session_id))
 
     def after_tool(self, session_id: str, observation: ToolObservation) -> list[MemoryEffect]:
+        """``MemoryMiddleware.after_tool``: the observation as ``ToolCall`` +
+        ``ToolOutcome`` (an edit-category call is state-changing; the digest
+        counts only for a failure)."""
         kind = "edit" if observation.category == "edit" else None
         call = ToolCall(
             observation.tool_name, observation.arguments, observation.tool_call_id, kind
@@ -384,61 +319,80 @@ class MiddlewareHooks:
         return self._track(self.middleware.after_tool(call, outcome, session_id=session_id))
 
     def turn_end(self, session_id: str, turn_id: str) -> list[MemoryEffect]:
+        """``MemoryMiddleware.turn_end``."""
         return self._track(self.middleware.turn_end(turn_id, session_id=session_id))
 
     def evaluate_turn_end(self, session_id: str, turn_id: str) -> None:
+        """``MemoryMiddleware.evaluate_detached``: maybe start the LLM step."""
         self.middleware.evaluate_detached(turn_id, session_id=session_id)
 
     def take_deferred(self) -> list[InjectReminder]:
+        """Confirm the tracked restore offers (§12.6), then drain the deferred
+        reminders."""
         offers, self._offers = self._offers, []
         for offer_id in offers:  # the request carrying them is about to be sent
             self.middleware.confirm_delivery(offer_id)
         return self.middleware.take_deferred()
 
     def discard_deferred(self) -> None:
+        """Forget the tracked offers (they stay pending) and drop the deferred
+        reminders."""
         self._offers = []  # not delivered: the offer stays pending (§12.6)
         self.middleware.discard_deferred()
 
     def on_compaction(self, session_id: str, metadata: dict[str, Any]) -> list[MemoryEffect]:
+        """``MemoryMiddleware.on_compaction`` with the restore offered at once."""
         stage = metadata.get("stage") if isinstance(metadata, dict) else None
         return self._track(
             self.middleware.on_compaction(stage, offer_now=True, session_id=session_id)
         )
 
     def signal_loop(self) -> None:
+        """``MemoryMiddleware.signal_loop``."""
         self.middleware.signal_loop()
 
     def note_workspace_change(self) -> None:
+        """``MemoryMiddleware.note_workspace_change``."""
         self.middleware.note_workspace_change()
 
     def unresolved_failures(self) -> list[str]:
+        """``MemoryMiddleware.unresolved_failures``."""
         return self.middleware.unresolved_failures()
 
     def activity(self) -> list[dict[str, Any]]:
+        """``MemoryMiddleware.activity`` (newest first)."""
         return self.middleware.activity
 
     def step_in_flight(self) -> bool:
+        """``MemoryMiddleware.step_in_flight``."""
         return self.middleware.step_in_flight
 
     async def wait_idle(self) -> None:
+        """``MemoryMiddleware.wait_idle``."""
         await self.middleware.wait_idle()
 
     def bank_status(self) -> str | None:
+        """The status entry's content, or None."""
         status = self.middleware.bank.status
         return status.content if status is not None else None
 
     def task_bank(self) -> TaskMemoryBank:
+        """The middleware's live bank."""
         return self.middleware.bank
 
     def snapshot(self) -> dict[str, Any] | None:
+        """``TaskMemoryBank.snapshot`` of the live bank."""
         return self.middleware.bank.snapshot()
 
     def counters(self) -> dict[str, Any] | None:
+        """``MemoryMiddleware.export_state``."""
         return self.middleware.export_state()
 
     def restore(
         self, snapshot: dict[str, Any] | None, counters: dict[str, Any] | None
     ) -> list[MemoryEffect]:
+        """Restore the bank, then the counters (a malformed counter snapshot is
+        logged and skipped), then offer the restore after resume."""
         if snapshot:
             self.middleware.bank.restore(snapshot)
         memory_counters = {k: v for k, v in (counters or {}).items() if k != "progressGuard"}
@@ -452,6 +406,8 @@ class MiddlewareHooks:
         return self._track(self.middleware.offer_restore_after_resume())
 
     def board(self) -> dict[str, Any]:
+        """The middleware board with a status-free bank view and the spend figures
+        from steps.jsonl."""
         board = self.middleware.board()
         bank = dict(board.get("bank") or {})
         bank.pop("status", None)  # the board's bank view is status-free (session.board)
@@ -463,10 +419,12 @@ class MiddlewareHooks:
         return board
 
     def reset(self) -> None:
+        """Forget tracked offers and reset the middleware."""
         self._offers = []
         self.middleware.reset()
 
     def dispose(self) -> None:
+        """Dispose the middleware and close its router."""
         self._offers = []
         self.middleware.dispose()
         if self._on_dispose is not None:

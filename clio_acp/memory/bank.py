@@ -200,10 +200,12 @@ class TaskMemoryBank:
 
     @property
     def knowledge(self) -> list[TaskMemoryEntry]:
+        """Copies of the knowledge entries, oldest first (§2)."""
         return [replace(e) for e in self._entries["knowledge"].values()]
 
     @property
     def procedural(self) -> list[TaskMemoryEntry]:
+        """Copies of the procedural entries, oldest first (§2)."""
         return [replace(e) for e in self._entries["procedural"].values()]
 
     @property

@@ -104,6 +104,7 @@ class ParseResult:
 
     @property
     def ok(self) -> bool:
+        """True when the envelope parsed (no ``failure`` reason, §3 step 5)."""
         return self.failure is None
 
 

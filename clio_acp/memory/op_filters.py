@@ -212,6 +212,7 @@ class FilteredOperations:
 
     @property
     def dropped(self) -> int:
+        """Ops dropped by the §14.3 filters: copies plus false completions."""
         return self.copies + self.false_completions
 
 

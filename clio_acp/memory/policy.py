@@ -97,6 +97,7 @@ class CompletionUsage:
 
     @property
     def total_tokens(self) -> int:
+        """input + output tokens."""
         return self.input_tokens + self.output_tokens
 
 
@@ -132,7 +133,11 @@ class MemoryCompletionClient(Protocol):
         *,
         abort: asyncio.Event,
         on_usage: Callable[[CompletionUsage], None],
-    ) -> CompletionAnswer: ...
+    ) -> CompletionAnswer:
+        """The answer to ``system`` + ``user`` in at most ``max_tokens`` completion
+        tokens; see the class for ``abort`` and ``on_usage``. Raises ``EndpointBusy``
+        for a busy endpoint."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -643,5 +648,6 @@ class ScriptedAnswerClient:
         abort: asyncio.Event,
         on_usage: Callable[[CompletionUsage], None],
     ) -> CompletionAnswer:
+        """Record the call and answer with ``text`` (and ``usage``)."""
         self.calls.append((system, user, max_tokens))
         return CompletionAnswer(self.text, self.usage)

@@ -165,7 +165,13 @@ def render_trajectory(steps: Sequence[StepLike], max_chars: int = TRAJECTORY_MAX
 
 
 class RendersBank(Protocol):
-    def render(self, budget_tokens: float, kinds: Sequence[str] = ...) -> str: ...
+    """Anything that renders a bank view within a token budget (the bank, or a test
+    double)."""
+
+    def render(self, budget_tokens: float, kinds: Sequence[str] = ...) -> str:
+        """The bank's entries of ``kinds`` as prompt text within ``budget_tokens``
+        estimated tokens."""
+        ...
 
 
 def build_user_prompt(

@@ -173,6 +173,8 @@ class RulesMemory:
         return record
 
     def note_success(self, fingerprint: str) -> None:
+        """A call with ``fingerprint`` succeeded: its failure record is resolved (§12.6,
+        §12.8)."""
         record = self.failures.get(fingerprint)
         if record is not None:
             record.resolved = True
@@ -187,6 +189,8 @@ class RulesMemory:
     def note_environment(
         self, signature: str, fingerprint: str, step: int, digest: str
     ) -> EnvRecord:
+        """Count one failure of ``fingerprint`` under the problem ``signature`` (§12.3);
+        returns its record (bounded map, FIFO)."""
         record = self.environment.get(signature)
         if record is None:
             record = EnvRecord([fingerprint], step, digest)

@@ -65,6 +65,7 @@ class SpendSummary:
         return self.injections / self.llm_steps if self.llm_steps else 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The summary as camelCase JSON (the ``/memory`` board's ``spend``)."""
         return {
             "llmSteps": self.llm_steps,
             "injections": self.injections,
@@ -174,6 +175,8 @@ class _Row(BaseModel):
 
 
 class UsageFigures(_Row):
+    """Token counts (and cost in USD when known) of one usage row (§5)."""
+
     input: int = 0
     output: int = 0
     cache_read: int = Field(default=0, alias="cacheRead")
@@ -185,6 +188,8 @@ class UsageFigures(_Row):
 
 
 class UsageTiming(_Row):
+    """Wall time of the call a usage row accounts for, in milliseconds."""
+
     duration_ms: float = Field(alias="durationMs", ge=0)
 
 

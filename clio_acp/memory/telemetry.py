@@ -83,12 +83,15 @@ class BankDelta(_Strict):
 
     @property
     def writes(self) -> int:
+        """Entries added, updated and deleted, all classes together."""
         return sum(
             c.added + c.updated + c.deleted for c in (self.status, self.knowledge, self.procedural)
         )
 
 
 class TokenCost(_Strict):
+    """Tokens of one step: input, output and their sum (§5)."""
+
     input: int = Field(ge=0)
     output: int = Field(ge=0)
     total: int = Field(ge=0)
@@ -222,6 +225,7 @@ def bank_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> B
 
 
 def empty_delta() -> BankDelta:
+    """A bank delta with every count zero."""
     return bank_delta(None, None)
 
 
@@ -238,6 +242,7 @@ class TelemetrySink:
         self.rows_written = 0
 
     def emit(self, record: StepRecord) -> None:
+        """Append ``record`` as one line (rotating first); never raises."""
         if self.path is None:
             return
         try:
@@ -262,6 +267,7 @@ class MemorySinkList(TelemetrySink):
         self.rows: list[StepRecord] = []
 
     def emit(self, record: StepRecord) -> None:
+        """Keep ``record`` in ``rows``."""
         self.rows.append(record)
         self.rows_written += 1
 
@@ -281,14 +287,19 @@ class MemoryTrace:
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> MemoryTrace:
+        """The trace named by ``CLIO_ACP_MEMORY_TRACE`` in ``env`` (default: the process
+        environment); disabled when unset or blank."""
         value = (env if env is not None else os.environ).get(TRACE_ENV, "").strip()
         return cls(Path(value).expanduser() if value else None)
 
     @property
     def enabled(self) -> bool:
+        """True when a trace file is configured."""
         return self.path is not None
 
     def write(self, **fields: Any) -> None:
+        """Append one redacted trace row with ``fields`` (long texts cut to 8000 chars,
+        true lengths kept); never raises."""
         if self.path is None:
             return
         row: dict[str, Any] = {"at": utc_now()}

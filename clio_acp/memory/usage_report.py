@@ -50,6 +50,7 @@ class RouteFold:
     injected: int = 0  # rules tier: injected rows (no model involved)
 
     def to_dict(self) -> dict[str, Any]:
+        """The route's fold as camelCase JSON."""
         return {"route": self.route, "rows": self.rows, **self.spend.to_dict()}
 
 
@@ -72,6 +73,7 @@ class UsageTotals:
     last_at: str | None = None
 
     def add(self, row: UsageRow) -> None:
+        """Fold one usage row into the totals."""
         self.rows += 1
         self.sessions.add(row.session_id)
         usage = row.usage
@@ -91,6 +93,7 @@ class UsageTotals:
             self.last_at = row.timestamp
 
     def to_dict(self) -> dict[str, Any]:
+        """The totals as camelCase JSON (tokens, ms, USD)."""
         return {
             "rows": self.rows,
             "sessions": len(self.sessions),

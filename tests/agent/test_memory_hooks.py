@@ -322,3 +322,9 @@ async def test_rules_tier_injection_proposes_nothing(tmp_path: Path) -> None:
     await asyncio.sleep(0.2)
     assert not resolve_paths().records_file.exists()
     h.dispose()
+
+
+def test_the_middleware_adapter_implements_every_protocol_method_itself():
+    # NullMemory inherits the memory-off bodies; the adapter must never fall back to them.
+    names = {n for n in vars(port.MemoryHooks) if not n.startswith("_")}
+    assert names <= set(vars(port.MiddlewareHooks))

@@ -74,6 +74,7 @@ class HandoffEntry:
     origin: str | None = None
 
     def to_json(self, version: int) -> dict[str, Any]:
+        """The entry as its snapshot JSON object (camelCase keys, §7)."""
         data: dict[str, Any] = {
             "id": self.id,
             "content": self.content,

@@ -9,13 +9,12 @@ unchanged, so ids, offer ids and paths reach the loop and the faces.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 __all__ = [
     "AnnotateToolResult",
     "Effect",
     "InjectReminder",
-    "MemoryCompletionClient",
     "StopTurn",
     "ToolCall",
     "ToolOutcome",
@@ -86,9 +85,3 @@ class StopTurn:
 
 
 Effect = AnnotateToolResult | InjectReminder | StopTurn
-
-
-class MemoryCompletionClient(Protocol):
-    """The memory route (see ``clio_acp.memory.policy.MemoryCompletionClient``)."""
-
-    async def complete(self, system: str, user: str, max_tokens: int, **kwargs: Any) -> Any: ...

@@ -140,9 +140,12 @@ class Allowlist:
 
     @cached_property
     def regexes(self) -> tuple[re.Pattern[str], ...]:
+        """The allowlist's regexes, compiled once."""
         return tuple(_compile(source) for source in self.regex_sources)
 
     def allows(self, secret: str, match: str, line: str) -> bool:
+        """True when this allowlist exempts ``secret`` (found as ``match`` on ``line``)
+        from redaction (gitleaks semantics: any/all of its checks)."""
         checks: list[bool] = []
         if self.has_paths:
             checks.append(False)
