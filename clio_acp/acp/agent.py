@@ -67,6 +67,7 @@ from clio_acp import events as ev
 from clio_acp.acp import updates
 from clio_acp.acp.transport import CURRENT_REQUEST_ID, LineTransport
 from clio_acp.advisory import fence_for, neutralize_untrusted
+from clio_acp.session.journal import JournalUnavailable
 
 if TYPE_CHECKING:
     from clio_acp.session.manager import Session, SessionManager
@@ -576,6 +577,12 @@ class ClioAcpAgent:
                         raise
                     _uncancel()
                     stop = "cancelled"
+                except JournalUnavailable as exc:  # disk full / read-only: say so
+                    log.warning("%s", exc)
+                    self._enqueue(
+                        hosted, updates.message_update(f"clio: {exc}\n", uuid.uuid4().hex)
+                    )
+                    stop = "end_turn"
                 except Exception:
                     if not hosted.cancelling:
                         raise

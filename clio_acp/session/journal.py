@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import errno
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -101,6 +104,62 @@ class JournalError(RuntimeError):
     """The journal file cannot be opened or written (path in the message)."""
 
 
+class JournalUnavailable(JournalError):
+    """The state folder cannot take writes: ``reason`` is ``full``, ``read-only``,
+    ``cannot-open`` or ``io``; the message says what to do, in words a user reads
+    (not SQLite's "database or disk is full")."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+# SQLite primary result codes (sqlite3.h) the user can act on.
+_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN = 8, 10, 13, 14
+_JOURNAL_MODE = 0o600  # full transcripts: readable by the user only
+
+
+def storage_problem(path: Path, exc: BaseException) -> JournalError:
+    """The ``JournalError`` to raise for ``exc`` (an ``sqlite3.Error`` or ``OSError``)
+    met while using the journal at ``path``: a ``JournalUnavailable`` with a plain
+    message when the disk is full, the folder read-only, the file cannot be opened
+    or the disk fails; otherwise a ``JournalError`` carrying SQLite's text."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    errno_ = getattr(exc, "errno", None)
+    folder = path.parent
+    if primary == _SQLITE_FULL or errno_ in (errno.ENOSPC, errno.EDQUOT):
+        return JournalUnavailable(
+            "full",
+            f"cannot save the session: the disk holding {folder} is full. Free some space; "
+            "nothing more is saved until then.",
+        )
+    if primary == _SQLITE_READONLY or errno_ in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return JournalUnavailable(
+            "read-only",
+            f"cannot save the session: {folder} is read-only or not writable by this user. "
+            "Make it writable (or point XDG_STATE_HOME elsewhere) and start again.",
+        )
+    if primary == _SQLITE_CANTOPEN:
+        return JournalUnavailable(
+            "cannot-open",
+            f"cannot open the session journal {path}: check that {folder} exists and is writable.",
+        )
+    if primary == _SQLITE_IOERR or isinstance(exc, OSError):
+        return JournalUnavailable("io", f"cannot save the session to {path}: disk error ({exc}).")
+    return JournalError(f"journal {path}: {exc}")
+
+
+def _private_file(path: Path) -> None:
+    """Create ``path`` (and chmod an existing one and its WAL files) to 0600: the
+    journal holds whole transcripts. SQLite gives -wal/-shm the database's mode."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, _JOURNAL_MODE)
+    os.close(fd)
+    for candidate in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(candidate, _JOURNAL_MODE)
+
+
 def _encode_cursor(updated_at: str, session_id: str) -> str:
     return base64.urlsafe_b64encode(json.dumps([updated_at, session_id]).encode()).decode()
 
@@ -133,7 +192,8 @@ class Journal:
 
     def _open_sync(self) -> None:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _private_file(self.path)
             conn = sqlite3.connect(str(self.path), timeout=10.0, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -143,8 +203,8 @@ class Journal:
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?)",
                 (str(SCHEMA_VERSION),),
             )
-        except sqlite3.Error as exc:
-            raise JournalError(f"cannot open journal {self.path}: {exc}") from exc
+        except (sqlite3.Error, OSError) as exc:
+            raise storage_problem(self.path, exc) from exc
         self._conn = conn
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -152,7 +212,7 @@ class Journal:
         try:
             return await loop.run_in_executor(self._executor, fn, *args)
         except sqlite3.Error as exc:
-            raise JournalError(f"journal {self.path}: {exc}") from exc
+            raise storage_problem(self.path, exc) from exc
 
     @property
     def conn(self) -> sqlite3.Connection:
