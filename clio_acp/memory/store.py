@@ -17,6 +17,7 @@ blocking work in a thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
@@ -131,6 +132,26 @@ class MemoryStore:
         self._clock = clock or _now
         self._lock = filelock.FileLock(str(self.path) + ".lock", timeout=lock_timeout_s)
 
+    def sweep(self) -> int:
+        """Remove temp files that killed writers left (``.records.json.*.tmp``) and
+        return how many; called at start. Takes the store lock (no writer can be
+        mid-write then); gives up quietly if another process holds it."""
+        try:
+            with self._lock.acquire(timeout=0.5):
+                return self._sweep_stale_temp_files()
+        except (filelock.Timeout, OSError):
+            return 0
+
+    def _sweep_stale_temp_files(self) -> int:
+        # Under the lock: every writer writes its temp file while holding it, so any
+        # temp file seen now belongs to a writer that died.
+        removed = 0
+        for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):
+            with contextlib.suppress(OSError):
+                stale.unlink()
+                removed += 1
+        return removed
+
     # -- reading -----------------------------------------------------------------
 
     def load(self) -> list[MemoryRecord]:
@@ -180,6 +201,7 @@ class MemoryStore:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._lock:
+                self._sweep_stale_temp_files()
                 current = self.load()
                 new_records, result = change(current)
                 if new_records is current:

@@ -259,6 +259,10 @@ class TelemetrySink:
             log.debug("memory telemetry write failed", exc_info=True)
 
 
+def _private_opener(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
+
+
 class MemorySinkList(TelemetrySink):
     """An in-memory sink (replay, tests): keeps every row it is given."""
 
@@ -315,7 +319,9 @@ class MemoryTrace:
                 key = str(self.path)
                 mode = "a" if key in self._opened else "w"
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                with self.path.open(mode, encoding="utf-8") as handle:
+                # The trace holds prompt and reminder text: readable by the user only.
+                with open(self.path, mode, encoding="utf-8", opener=_private_opener) as handle:
+                    os.fchmod(handle.fileno(), 0o600)
                     handle.write(line + "\n")
                 self._opened.add(key)
         except Exception:

@@ -68,6 +68,7 @@ from clio_acp.events import (
     TurnEnded,
     UserMessage,
 )
+from clio_acp.memory.store import MemoryStore
 from clio_acp.paths import Paths
 from clio_acp.session.journal import Journal, JournalEntry, SessionRecord
 from clio_acp.session.workspace_values import all_keys
@@ -609,6 +610,8 @@ class SessionManager:
         async with self._journal_lock:
             if self._journal is None:
                 self._journal = await Journal.open(self.paths.journal_file)
+                # Start of the session core: drop temp files killed writers left.
+                await asyncio.to_thread(MemoryStore(self.paths.records_file).sweep)
             return self._journal
 
     def _journal_required(self) -> Journal:

@@ -426,3 +426,19 @@ def test_store_still_writes_version_and_records(tmp_path):
     )
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["version"] == 1 and len(data["records"]) == 1
+
+
+def test_temp_files_of_killed_writers_are_swept(tmp_path) -> None:
+    from clio_acp.memory.store import MemoryStore
+
+    path = tmp_path / "records.json"
+    stale = [tmp_path / ".records.json.abc123.tmp", tmp_path / ".records.json.zz.tmp"]
+    for item in stale:
+        item.write_text("{")
+    other = tmp_path / "notes.tmp"
+    other.write_text("keep")
+    assert MemoryStore(path).sweep() == 2
+    assert not any(item.exists() for item in stale) and other.exists()
+    stale[0].write_text("{")
+    MemoryStore(path).prune_stale()  # any write sweeps too (under the lock)
+    assert not stale[0].exists()

@@ -257,3 +257,19 @@ DEEP_JSON = "[" * 100_000
 def test_deeply_nested_step_line_is_a_value_error():
     with pytest.raises(ValueError):
         parse_step_line(DEEP_JSON)
+
+
+def test_trace_file_is_readable_by_the_user_only(tmp_path) -> None:
+    import stat
+
+    from clio_acp.memory.telemetry import MemoryTrace
+
+    path = tmp_path / "trace.jsonl"
+    path.write_text("")
+    path.chmod(0o644)
+    trace = MemoryTrace(path)
+    trace.write(kind="x", reminder="hello")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    fresh = tmp_path / "sub" / "trace2.jsonl"
+    MemoryTrace(fresh).write(kind="x")
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
