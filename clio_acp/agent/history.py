@@ -82,6 +82,8 @@ def project(rows: Sequence[Row]) -> list[tuple[int, dict[str, Any]]]:
 
     The summary message of the newest compaction carries that row's seq; retained rows
     keep theirs. Spill overrides recorded by any compaction replace the tool output.
+    A tool call whose result is missing (cancel, crash) gets ``MISSING_RESULT_TEXT``
+    before the next prompt or reply; a result without its call is left out.
     """
     compaction = latest_compaction(rows)
     overrides: dict[str, str] = {}
@@ -92,78 +94,76 @@ def project(rows: Sequence[Row]) -> list[tuple[int, dict[str, Any]]]:
     first_kept = 0
     if compaction is not None:
         first_kept = int(compaction.data.get("first_kept_seq", compaction.seq))
-        out.append(
-            (
-                compaction.seq,
-                {
-                    "role": "user",
-                    "content": SUMMARY_PREFIX
-                    + str(compaction.data.get("summary", ""))
-                    + workspace_note(compaction.data.get("workspace_keys") or ()),
-                },
-            )
-        )
-    pending: list[str] = []
-
-    def flush(seq: int) -> None:
-        for call_id in pending:
-            out.append(
-                (seq, {"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT_TEXT})
-            )
-        pending.clear()
-
+        out.append((compaction.seq, _summary_message(compaction)))
+    pending: list[str] = []  # tool_call_ids still waiting for their result
     for row in rows:
         if row.seq < first_kept or row.type == ROW_COMPACTION:
             continue
-        data = row.data
-        if row.type == ROW_PROMPT:
-            flush(row.seq)
-            out.append((row.seq, clip_message({"role": "user", "content": data.get("text", "")})))
-        elif row.type == ROW_ASSISTANT:
-            flush(row.seq)
-            message: dict[str, Any] = {"role": "assistant", "content": data.get("text") or None}
-            calls = data.get("tool_calls") or []
-            if calls:
-                message["tool_calls"] = [
-                    {
-                        "id": c["id"],
-                        "type": "function",
-                        "function": {"name": c["name"], "arguments": c.get("arguments") or "{}"},
-                    }
-                    for c in calls
-                ]
-                pending.extend(c["id"] for c in calls)
-            if message["content"] is None and not calls:
-                message["content"] = ""
-            if data.get("continuation"):
-                # Sent back only to the route that produced it (models/continuation.py).
-                message[CONTINUATION_KEY] = data["continuation"]
+        if row.type in (ROW_PROMPT, ROW_ASSISTANT, ROW_TURN_ENDED):
+            _flush_missing(out, pending, row.seq)
+        message = _row_message(row, pending, overrides)
+        if message is not None:
             out.append((row.seq, message))
-        elif row.type == ROW_TOOL_RESULT:
-            call_id = data.get("tool_call_id")
-            if call_id not in pending:
-                continue  # a result without its call (cut or corrupt): never orphan it
-            pending.remove(call_id)
-            content = overrides.get(call_id, data.get("output", ""))
-            out.append(
-                (
-                    row.seq,
-                    clip_message({"role": "tool", "tool_call_id": call_id, "content": content}),
-                )
-            )
-        elif row.type == ROW_REMINDER and data.get("to_model"):
-            if pending:
-                continue  # delivered with the next request; placed after the results
-            out.append(
-                (
-                    row.seq,
-                    {"role": "user", "content": system_reminder_block([data.get("text", "")])},
-                )
-            )
-        elif row.type == ROW_TURN_ENDED:
-            flush(row.seq)
-    flush(rows[-1].seq if rows else 0)
+    _flush_missing(out, pending, rows[-1].seq if rows else 0)
     return out
+
+
+def _summary_message(compaction: Row) -> dict[str, Any]:
+    return {
+        "role": "user",
+        "content": SUMMARY_PREFIX
+        + str(compaction.data.get("summary", ""))
+        + workspace_note(compaction.data.get("workspace_keys") or ()),
+    }
+
+
+def _flush_missing(out: list[tuple[int, dict[str, Any]]], pending: list[str], seq: int) -> None:
+    for call_id in pending:
+        out.append((seq, {"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT_TEXT}))
+    pending.clear()
+
+
+def _row_message(row: Row, pending: list[str], overrides: dict[str, str]) -> dict[str, Any] | None:
+    """The model message of one retained row (None: the row is not in the view);
+    keeps ``pending`` (calls awaiting a result) up to date."""
+    data = row.data
+    if row.type == ROW_PROMPT:
+        return clip_message({"role": "user", "content": data.get("text", "")})
+    if row.type == ROW_ASSISTANT:
+        message = _assistant_message(data)
+        pending.extend(c["id"] for c in message.get("tool_calls", ()))
+        return message
+    if row.type == ROW_TOOL_RESULT:
+        call_id = data.get("tool_call_id")
+        if call_id not in pending:
+            return None  # a result without its call (cut or corrupt): never orphan it
+        pending.remove(call_id)
+        content = overrides.get(call_id, data.get("output", ""))
+        return clip_message({"role": "tool", "tool_call_id": call_id, "content": content})
+    if row.type == ROW_REMINDER and data.get("to_model") and not pending:
+        # With calls pending it is delivered with the next request, after the results.
+        return {"role": "user", "content": system_reminder_block([data.get("text", "")])}
+    return None
+
+
+def _assistant_message(data: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": data.get("text") or None}
+    calls = data.get("tool_calls") or []
+    if calls:
+        message["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c.get("arguments") or "{}"},
+            }
+            for c in calls
+        ]
+    if message["content"] is None and not calls:
+        message["content"] = ""
+    if data.get("continuation"):
+        # Sent back only to the route that produced it (models/continuation.py).
+        message[CONTINUATION_KEY] = data["continuation"]
+    return message
 
 
 def messages(rows: Sequence[Row]) -> list[dict[str, Any]]:

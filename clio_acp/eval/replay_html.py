@@ -101,29 +101,33 @@ def _bank(bank: dict[str, Any]) -> str:
     )
 
 
+_SUMMARY_FIELDS = (
+    ("tool calls", "toolCalls"),
+    ("failures", "failures"),
+    ("informative exits", "informative"),
+    ("annotations", "annotations"),
+    ("reminders", "turnEndReminders"),
+    ("restores", "restores"),
+    ("loop stops", "loopStops"),
+    ("environment faults", "environmental"),
+    ("requirements", "requirements"),
+    ("bank entries", "bankSize"),
+)
+
+
+def _summary_line(summary: dict[str, Any]) -> str:
+    """The run's counts as one ``<p class="summary">`` line."""
+    spans = "".join(
+        f"<span>{_e(label)}: <b>{_e(summary[key])}</b></span>" for label, key in _SUMMARY_FIELDS
+    )
+    return f'<p class="summary">{spans}</p>'
+
+
 def _section(report: ReplayReport, recording: Recording | None) -> str:
     s = report.summary
     parts = [f"<h2>{_e(report.instance)} <small>({_e(report.format)})</small></h2>"]
     parts.append(f"<p><code>{_e(report.file)}</code></p>")
-    parts.append(
-        '<p class="summary">'
-        + "".join(
-            f"<span>{_e(label)}: <b>{_e(s[key])}</b></span>"
-            for label, key in (
-                ("tool calls", "toolCalls"),
-                ("failures", "failures"),
-                ("informative exits", "informative"),
-                ("annotations", "annotations"),
-                ("reminders", "turnEndReminders"),
-                ("restores", "restores"),
-                ("loop stops", "loopStops"),
-                ("environment faults", "environmental"),
-                ("requirements", "requirements"),
-                ("bank entries", "bankSize"),
-            )
-        )
-        + "</p>"
-    )
+    parts.append(_summary_line(s))
     paper: list[int] = []
     if report.yardstick:
         paper = list(report.yardstick.get("injected_after_steps") or [])

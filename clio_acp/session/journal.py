@@ -172,6 +172,21 @@ def _decode_cursor(cursor: str) -> tuple[str, str]:
         raise ValueError(f"invalid cursor: {cursor!r}") from exc
 
 
+def _session_record(row: Sequence[Any]) -> SessionRecord:
+    """A ``sessions`` row (columns in ``Journal._COLS`` order) as a record."""
+    return SessionRecord(
+        id=row[0],
+        cwd=row[1],
+        extra_roots=json.loads(row[2] or "[]"),
+        mode=row[3],
+        title=row[4],
+        parent_id=row[5],
+        created_at=row[6],
+        updated_at=row[7],
+        closed=bool(row[8]),
+    )
+
+
 class Journal:
     """Async facade over one SQLite connection owned by a worker thread.
 
@@ -253,20 +268,6 @@ class Journal:
 
         await self._run(op)
 
-    @staticmethod
-    def _record(row: Sequence[Any]) -> SessionRecord:
-        return SessionRecord(
-            id=row[0],
-            cwd=row[1],
-            extra_roots=json.loads(row[2] or "[]"),
-            mode=row[3],
-            title=row[4],
-            parent_id=row[5],
-            created_at=row[6],
-            updated_at=row[7],
-            closed=bool(row[8]),
-        )
-
     _COLS = "id, cwd, extra_roots, mode, title, parent_id, created_at, updated_at, closed"
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
@@ -274,7 +275,7 @@ class Journal:
             row = self.conn.execute(
                 f"SELECT {self._COLS} FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
-            return self._record(row) if row else None
+            return _session_record(row) if row else None
 
         return await self._run(op)
 
@@ -318,7 +319,7 @@ class Journal:
         params.append(limit + 1)
 
         def op() -> list[SessionRecord]:
-            return [self._record(r) for r in self.conn.execute(sql, params).fetchall()]
+            return [_session_record(r) for r in self.conn.execute(sql, params).fetchall()]
 
         rows = await self._run(op)
         next_cursor = None
