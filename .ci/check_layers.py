@@ -88,6 +88,7 @@ FACE_EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
             {
                 "clio_acp.advisory",
                 "clio_acp.agent.permissions",
+                "clio_acp.session.journal",
                 "clio_acp.session.manager",
                 "clio_acp.session.memory_ops",
             }
