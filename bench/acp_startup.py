@@ -46,7 +46,8 @@ sys.path.insert(0, str(ROOT))
 from acp.connection import Connection  # noqa: E402
 
 from clio_acp import events as ev  # noqa: E402
-from clio_acp.acp.agent import ClioAcpAgent, _Hosted  # noqa: E402
+from clio_acp.acp.hosting import Hosted  # noqa: E402
+from clio_acp.acp.server import ClioAcpAgent  # noqa: E402
 from clio_acp.acp.transport import LineTransport  # noqa: E402
 
 EVENTS_PER_RUN = 2000
@@ -151,16 +152,16 @@ async def pipeline_and_framing() -> tuple[float, float]:
 
     conn = Connection(handler, transport)
     agent.attach(conn, transport)
-    hosted = _Hosted(session=_Session())  # type: ignore[arg-type]
-    hosted.pump = asyncio.get_running_loop().create_task(agent._pump("sess_bench", hosted))
+    hosted = Hosted(session=_Session())  # type: ignore[arg-type]
+    hosted.pump = asyncio.get_running_loop().create_task(agent.hosting._pump("sess_bench", hosted))
     events = [
         ev.MessageChunk(session_id="sess_bench", message_id="m1", text=f"word{i} ")
         for i in range(EVENTS_PER_RUN)
     ]
     t0 = time.perf_counter()
     for event in events:
-        agent._enqueue_event(hosted, event)
-    await agent._flush(hosted)
+        agent.hosting.enqueue_event(hosted, event)
+    await hosted.flush()
     pipeline = (time.perf_counter() - t0) * 1e6 / EVENTS_PER_RUN
 
     frame = {

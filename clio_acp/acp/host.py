@@ -26,10 +26,10 @@ from acp.schema import (
     WaitForTerminalExitResponse,
 )
 
-from clio_acp.agent.tools import CommandResult, LocalToolHost, OutputCallback
+from clio_acp.session import CommandResult, LocalToolHost, OutputCallback
 
 if TYPE_CHECKING:
-    from clio_acp.acp.agent import ClientTools
+    from clio_acp.acp.hosting import ClientTools
 
 log = logging.getLogger(__name__)
 

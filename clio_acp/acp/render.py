@@ -86,13 +86,19 @@ def render_board(board: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_usage(board: dict[str, Any], chat: dict[str, int]) -> str:
-    """``/usage``: chat tokens seen on this connection (``chat``: sums of the session's
-    usage events) and the memory plane's spend from the board."""
+def render_usage(report: dict[str, Any]) -> str:
+    """``/usage``: ``commands.usage`` (chat tokens of this session's usage events as
+    this connection saw them, and the memory plane's spend from the board)."""
+    chat = report.get("session") or {}
+    shown = {"spend": report.get("memory"), "spendLine": report.get("spendLine")}
+    return _usage_lines(chat, shown)
+
+
+def _usage_lines(chat: dict[str, Any], board: dict[str, Any]) -> str:
     lines = ["### Usage"]
-    if chat.get("requests"):
+    if chat.get("updates"):
         lines.append(
-            f"- chat: {chat['requests']} model requests, {chat.get('inputTokens', 0)} input "
+            f"- chat: {chat['updates']} model requests, {chat.get('inputTokens', 0)} input "
             f"tokens ({chat.get('cachedTokens', 0)} cached), "
             f"{chat.get('outputTokens', 0)} output tokens"
         )
@@ -113,3 +119,29 @@ def render_usage(board: dict[str, Any], chat: dict[str, int]) -> str:
     if len(lines) == 1:
         lines.append("- no usage recorded yet")
     return "\n".join(lines) + "\n"
+
+
+def render_seed(result: Any) -> str:
+    """``/memory seed``: ``Seeded N entries from SOURCE.`` (``Session.seed`` result)."""
+    if isinstance(result, dict):
+        count = result.get("count", result.get("seeded"))
+        source = result.get("source")
+        if count is not None:
+            text = f"Seeded {count} entries" + (f" from {source}" if source else "") + ".\n"
+            for why in result.get("rejected") or []:
+                text += f"Left out (invalid): {why}\n"
+            return text
+    return f"Seeded: {result}\n"
+
+
+def render_promotion(result: Any, entry_id: str, scope: str) -> str:
+    """``/memory promote``: the acknowledgement request, or the proposed record id."""
+    if result.status == "needs_acknowledgement":
+        return (
+            "Global scope applies to every repository: repeat with "
+            f"`/memory promote {entry_id} global ack` to confirm.\n"
+        )
+    return (
+        f"Proposed {result.record_id} ({scope}, unapproved). "
+        f"Approve with /memory approve {result.record_id}.\n"
+    )

@@ -29,7 +29,7 @@ from acp.schema import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
-from clio_acp import events as ev
+from clio_acp.session import events as ev
 
 
 class NoticeUpdate(BaseModel):

@@ -19,6 +19,6 @@ def run(args: argparse.Namespace) -> int:
     from clio_acp.acp.transport import protect_stdio  # standard library only
 
     fds = protect_stdio()  # before the SDK and the session core are imported
-    from clio_acp.acp.server import main
+    from clio_acp.acp.stdio import main
 
     return main(fds)

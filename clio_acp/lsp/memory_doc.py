@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clio_acp.atomic import write_atomic
-from clio_acp.events import MemoryProposal, MemoryReminder
+from clio_acp.session import MemoryProposal, MemoryReminder, write_atomic
 
 DOC_DIR = ".clio-coder"
 DOC_NAME = "memory.md"

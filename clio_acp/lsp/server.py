@@ -34,15 +34,13 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from clio_acp import __version__
-from clio_acp.advisory import neutralize_untrusted
-from clio_acp.events import MemoryProposal
 from clio_acp.lsp import translate
 from clio_acp.lsp.diagnostics import DiagnosticsStore
 from clio_acp.lsp.options import CONFIG_SECTION, InitializationOptions, parse_options
 from clio_acp.lsp.protocol import ClioLanguageServerProtocol, scrub_paths
 from clio_acp.lsp.session_face import FaceError, SessionFace
-from clio_acp.memory.durable import DurableMemory
 from clio_acp.paths import Paths, resolve_paths
+from clio_acp.session import CommandError, MemoryProposal, commands, neutralize_untrusted
 from clio_acp.settings import Settings, SettingsStore, open_settings
 
 logger = logging.getLogger(__name__)
@@ -64,7 +62,6 @@ class ClioLanguageServer(LanguageServer):
         self.protocol: ClioLanguageServerProtocol
         self.options = InitializationOptions()
         self.paths: Paths = resolve_paths()
-        self.durable = DurableMemory.from_paths(self.paths)
         self.workspace_root = Path.cwd()
         self.diagnostics = DiagnosticsStore(self._publish_diagnostics)
         self.face = SessionFace(self)
@@ -268,6 +265,8 @@ async def _core(call: Any) -> Any:
         return await call
     except (JsonRpcException, asyncio.CancelledError):
         raise
+    except CommandError as exc:  # the verb's own message, the same in the ACP face
+        raise FaceError(str(exc)) from None
     except KeyError as exc:
         # A KeyError subclass with its own message (``SessionNotFound``: "session not
         # found: <id>") keeps it; a bare KeyError carries just the missing key.
@@ -506,44 +505,40 @@ async def memory_show(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 @command("clio.memory.approve")
 async def memory_approve(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     parsed = _args(RecordArgs, args, bare="recordId")
-    record = await _core(ls.durable.approve(parsed.record_id))
+    outcome = await _core(commands.approve(ls.paths, parsed.record_id))
     ls.face.resolve_proposal(parsed.record_id)
-    return {"recordId": record.id, "status": record.status}
+    return {"recordId": outcome.record_id, "status": outcome.status}
 
 
 @command("clio.memory.reject")
 async def memory_reject(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     parsed = _args(RecordArgs, args, bare="recordId")
-    record = await _core(ls.durable.reject(parsed.record_id))
+    outcome = await _core(commands.reject(ls.paths, parsed.record_id))
     ls.face.resolve_proposal(parsed.record_id)
-    return {"recordId": record.id, "status": record.status}
+    return {"recordId": outcome.record_id, "status": outcome.status}
 
 
 @command("clio.memory.promote")
 async def memory_promote(ls: ClioLanguageServer, *args: Any) -> Any:
     parsed = _args(PromoteArgs, args, bare="entryId")
     session = ls.face.require_session(parsed.session_id)
-    bank = session.memory.task_bank()
-    if bank is None:
-        raise FaceError("memory is off for this session: nothing to promote")
     result = await _core(
-        ls.durable.propose_entry(
-            bank,
-            session_id=session.id,
-            entry_id=parsed.entry_id,
-            scope=parsed.scope,
-            cwd=session.cwd,
+        commands.promote(
+            session,
+            ls.paths,
+            parsed.entry_id,
+            parsed.scope,
             acknowledge_global=parsed.acknowledge_global,
         )
     )
     await ls.face.refresh_proposals()
-    return result
+    return result.to_wire()
 
 
 @command("clio.memory.seed")
 async def memory_seed(ls: ClioLanguageServer, *args: Any) -> Any:
     parsed = _args(SessionArgs, args, bare="sessionId")
-    result = await _core(ls.face.require_session(parsed.session_id).seed())
+    result = await _core(commands.seed(ls.face.require_session(parsed.session_id)))
     ls.face.schedule_document()
     return result
 
@@ -551,16 +546,12 @@ async def memory_seed(ls: ClioLanguageServer, *args: Any) -> Any:
 @command("clio.handoff")
 async def handoff(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     parsed = _args(SessionArgs, args, bare="sessionId")
-    path = await _core(ls.face.require_session(parsed.session_id).handoff())
+    path = await _core(commands.handoff(ls.face.require_session(parsed.session_id)))
     return {"path": str(path), "uri": Path(path).as_uri()}
 
 
 @command("clio.usage")
 async def usage(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     _args(SessionArgs, args, bare="sessionId")
-    board = ls.face.board() or {}
-    return {
-        "sessionId": ls.face.session.id if ls.face.session is not None else None,
-        "session": ls.face.usage.as_dict(),
-        "memory": board.get("spend"),
-    }
+    report = commands.usage(ls.face.session, ls.face.usage)
+    return {key: report[key] for key in ("sessionId", "session", "memory")}

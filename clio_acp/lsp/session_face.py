@@ -29,16 +29,19 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from clio_acp.events import (
+from clio_acp.lsp import translate
+from clio_acp.lsp.memory_doc import memory_doc_path, render_memory_document, write_atomically
+from clio_acp.session import (
+    CommandError,
     HandoffOffer,
     MemoryCleared,
     MemoryProposal,
     MemoryReminder,
     TurnEnded,
+    UsageTotals,
     UsageUpdate,
+    commands,
 )
-from clio_acp.lsp import translate
-from clio_acp.lsp.memory_doc import memory_doc_path, render_memory_document, write_atomically
 
 if TYPE_CHECKING:
     from clio_acp.lsp.server import ClioLanguageServer
@@ -59,38 +62,6 @@ class FaceError(JsonRpcException):
     """A command that cannot be done as asked (``RequestFailed``, -32803)."""
 
     CODE = REQUEST_FAILED
-
-
-@dataclass
-class UsageTotals:
-    """Token totals of the current session's ``usage_update`` events."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    context_used: int | None = None
-    context_size: int | None = None
-    updates: int = 0
-
-    def add(self, event: UsageUpdate) -> None:
-        self.input_tokens += event.input_tokens
-        self.output_tokens += event.output_tokens
-        self.cached_tokens += event.cached_tokens
-        if event.context_used is not None:
-            self.context_used = event.context_used
-        if event.context_size is not None:
-            self.context_size = event.context_size
-        self.updates += 1
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "inputTokens": self.input_tokens,
-            "outputTokens": self.output_tokens,
-            "cachedTokens": self.cached_tokens,
-            "contextUsed": self.context_used,
-            "contextSize": self.context_size,
-            "updates": self.updates,
-        }
 
 
 @dataclass
@@ -129,7 +100,7 @@ class SessionFace:
 
     def _ensure_manager(self) -> Any:
         if self.manager is None:
-            from clio_acp.session.manager import SessionManager
+            from clio_acp.session import SessionManager
 
             self.manager = SessionManager(
                 paths=self.ls.paths,
@@ -445,23 +416,11 @@ class SessionFace:
             return
         self._records_stamp = stamp
         try:
-            records = await self.ls.durable.list_records()
-        except Exception as exc:
+            pending = await commands.pending_proposals(self.ls.paths)
+        except CommandError as exc:
             logger.warning("Cannot read durable memory records: %s", exc)
         else:
-            pending: dict[str, MemoryProposal] = {}
-            for record in records:
-                if record.status != "proposed":
-                    continue
-                provenance = record.provenance
-                pending[record.id] = MemoryProposal(
-                    session_id=getattr(provenance, "source_session_id", None) or "",
-                    record_id=record.id,
-                    scope=record.scope,
-                    content=record.lesson,
-                    entry_id=getattr(provenance, "source_entry_id", None),
-                )
-            self.proposals = pending
+            self.proposals = {p.record_id: p for p in pending}
         # The document first, so a diagnostic's line is already in the file it names.
         await self.write_document_now()
         self._publish_proposal_diagnostics()
@@ -539,7 +498,7 @@ class SessionFace:
     # -- permissions --------------------------------------------------------------------
 
     async def _ask_permission(self, request: Any) -> Any:
-        from clio_acp.agent.permissions import PermissionDecision
+        from clio_acp.session import PermissionDecision
 
         titles = {option.name: option.option_id for option in request.options}
         params = types.ShowMessageRequestParams(

@@ -16,7 +16,7 @@ from typing import Any
 from lsprotocol import types
 from pydantic.alias_generators import to_camel
 
-from clio_acp.events import (
+from clio_acp.session import (
     MemoryProposal,
     MemoryReminder,
     MessageChunk,

@@ -7,7 +7,7 @@ import pytest
 from acp.schema import SessionNotification
 
 from clio_acp import events as ev
-from clio_acp.acp.agent import parse_slash, prompt_text
+from clio_acp.acp.slash import parse_slash, prompt_text
 from clio_acp.acp.updates import (
     Presentation,
     available_commands_update,

@@ -13,7 +13,8 @@ import pytest
 from acp.connection import Connection
 from acp.router import MessageRouter, Route
 
-from clio_acp.acp.agent import REQUEST_CANCELLED, ClioAcpAgent
+from clio_acp.acp.requests import RequestTracker
+from clio_acp.acp.server import REQUEST_CANCELLED
 from clio_acp.acp.transport import LineTransport
 from tests.conftest import subprocess_env
 from tests.support.acp_client import RawPeer
@@ -172,7 +173,7 @@ async def _read_json(fd: int) -> dict:
 
 async def test_cancel_request_answers_the_cancelled_request_with_minus_32800():
     """Pins the SDK seam we rely on: each handler task sees its own request id."""
-    agent = ClioAcpAgent(lambda **_: None)
+    tracker = RequestTracker()
     started = asyncio.Event()
 
     async def slow(params):
@@ -184,13 +185,13 @@ async def test_cancel_request_answers_the_cancelled_request_with_minus_32800():
         return {"quick": params}
 
     router = MessageRouter()
-    router.add_route(Route(method="test/slow", func=agent.track(slow), kind="request"))
-    router.add_route(Route(method="test/quick", func=agent.track(quick), kind="request"))
+    router.add_route(Route(method="test/slow", func=tracker.track(slow), kind="request"))
+    router.add_route(Route(method="test/quick", func=tracker.track(quick), kind="request"))
 
     async def cancel(params):
         from acp.schema import CancelRequestNotification
 
-        await agent.cancel_request(CancelRequestNotification.model_validate(params))
+        await tracker.cancel(CancelRequestNotification.model_validate(params).request_id)
 
     router.add_route(Route(method="$/cancel_request", func=cancel, kind="notification"))
     transport, to_agent, from_agent = await _pipe_pair()

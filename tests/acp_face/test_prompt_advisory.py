@@ -9,7 +9,7 @@ from acp.schema import (
     TextResourceContents,
 )
 
-from clio_acp.acp.agent import prompt_text
+from clio_acp.acp.slash import prompt_text
 from clio_acp.eval.scripted_agent import memory_visible
 
 HOSTILE = (

@@ -1,6 +1,6 @@
 """``/memory seed`` text in ACP names the handoff entries left out as invalid."""
 
-from clio_acp.acp.agent import render_seed
+from clio_acp.acp.render import render_seed
 
 
 def test_seed_message_names_rejected_entries() -> None:
