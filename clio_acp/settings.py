@@ -52,6 +52,10 @@ CONTEXT_WINDOW_DEFAULT = 32_768
 """Model window, tokens, when neither the target nor the server says otherwise."""
 REQUEST_TIMEOUT_MS_DEFAULT = 300_000
 """Deadline of one chat request on a target, ms."""
+CHAT_MAX_OUTPUT_TOKENS_DEFAULT = 8_192
+"""Issue 20 item 2: output cap of one chat answer, tokens, unless ``chat.maxOutputTokens``."""
+EMBEDDED_CHAT_MAX_OUTPUT_TOKENS_DEFAULT = 384
+"""The same for the embedded model (a 135M model that wanders off; 4,096-token slots)."""
 
 
 class _Model(BaseModel):
@@ -146,6 +150,12 @@ class TargetSettings(_Model):
     """Deadline of one chat request on this target, ms (memory uses its own)."""
     context_window: int | None = Field(default=None, ge=1024)
     """Model window in tokens (compaction triggers at 0.8 of it); unset: 32,768."""
+    tool_calling: Literal["native", "constrained"] | None = None
+    """How the chat route offers tools: ``native`` sends OpenAI ``tools`` (the chat
+    template must render them); ``constrained`` describes them in the system message
+    and constrains the answer to one call by JSON schema, then lets the model answer
+    from the result (``clio_acp.models.tool_calling``; runtimes with grammar support
+    only). Unset: ``constrained`` for ``embedded``, ``native`` otherwise."""
     continuation_replay: bool = True
     """Send the reasoning state a model returned (``reasoning_content``, reasoning items,
     tool-call signatures) back to the same target+model on later requests; false: never
@@ -165,6 +175,16 @@ class RoleSettings(_Model):
     model: str | None = None
 
 
+class ChatSettings(RoleSettings):
+    """``chat``: the chat route and how long its answers may be."""
+
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """Output cap of one chat answer, tokens; unset: 384 on the embedded model, 8,192
+    elsewhere."""
+    seed: int | None = None
+    """Sampling seed sent with every chat request (reproducible runs); unset: none."""
+
+
 class PermissionSettings(_Model):
     """``permissions.*``: the default permission mode of new sessions."""
 
@@ -176,7 +196,7 @@ class Settings(_Model):
 
     version: int = 2
     context: ContextSettings = Field(default_factory=ContextSettings)
-    chat: RoleSettings = Field(default_factory=RoleSettings)
+    chat: ChatSettings = Field(default_factory=ChatSettings)
     permissions: PermissionSettings = Field(default_factory=PermissionSettings)
     targets: list[TargetSettings] = Field(default_factory=list)
     """Model targets (ids unique); roles name them by id."""

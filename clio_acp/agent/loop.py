@@ -227,7 +227,12 @@ class AgentLoop:
             turn = await self._model_request(state)
             if not turn.tool_calls:
                 if turn.finish_reason == "length":
+                    state.stop_notice = "The answer reached its output cap (chat.maxOutputTokens)."
                     return "max_tokens"
+                if turn.finish_reason == "repetition":
+                    state.stop_notice = (
+                        f"Answer stopped: the model kept repeating {turn.stop_detail}."
+                    )
                 return "end_turn"
             for call in turn.tool_calls:
                 await run_tool_step(self, state, call.id, call.name, call.arguments)

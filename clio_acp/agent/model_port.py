@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from clio_acp.models import ChatRequest, Done, ReasoningDelta, Router, TextDelta
 from clio_acp.models.errors import ModelError
 from clio_acp.paths import Paths
-from clio_acp.settings import CONTEXT_WINDOW_DEFAULT, RoleSettings, Settings
+from clio_acp.settings import CONTEXT_WINDOW_DEFAULT, Settings
 
 __all__ = [
     "ChatModel",
@@ -71,6 +71,8 @@ class ModelTurn:
     tool_calls: list[ModelToolCall] = field(default_factory=list)
     finish_reason: str | None = None
     usage: ModelUsage = field(default_factory=ModelUsage)
+    stop_detail: str | None = None
+    """Why the answer was ended early (``finish_reason`` ``repetition``)."""
     continuation: dict[str, Any] | None = None
     """The route's reasoning state for replay, as JSON (``models/continuation.py``)."""
 
@@ -153,6 +155,7 @@ class RouterChatModel:
                 for c in completion.tool_calls
             ],
             finish_reason=completion.finish_reason,
+            stop_detail=completion.stop_detail,
             continuation=completion.continuation.to_json() if completion.continuation else None,
             usage=ModelUsage(usage.input_tokens, usage.output_tokens, usage.cached_tokens or 0)
             if usage
@@ -176,9 +179,11 @@ def resolve_chat_model(
     :class:`ChatModel`. No error here when no route is configured: the first request
     raises ``RouteError`` (a ``ModelError``), which the turn reports as a notice."""
     if target is not None or model is not None:
-        chat = RoleSettings(
-            target=target or settings.chat.target,
-            model=model if model is not None else (None if target else settings.chat.model),
+        chat = settings.chat.model_copy(
+            update={
+                "target": target or settings.chat.target,
+                "model": model if model is not None else (None if target else settings.chat.model),
+            }
         )
         settings = settings.model_copy(update={"chat": chat})
     router = Router(settings, paths=paths)

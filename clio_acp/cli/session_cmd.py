@@ -102,6 +102,10 @@ def _positive_int(text: str) -> int:
 # --------------------------------------------------------------------------- run
 
 
+RESULT_LINES_SHOWN = 12
+"""Lines of a tool result `run` prints (the model sees all of it)."""
+
+
 class _Printer:
     """Readable rendering of session events on stdout."""
 
@@ -135,9 +139,16 @@ class _Printer:
             self._line(f"→ {event.title}")
         elif kind == "tool_call_finished":
             mark = "✓" if event.status == "completed" else "✗"
-            first = next((ln for ln in event.output.splitlines() if ln.strip()), "")
+            lines = [ln for ln in event.output.splitlines() if ln.strip()]
             extra = f" (exit {event.exit_code})" if event.exit_code is not None else ""
-            self._line(f"  {mark}{extra} {first[:160]}")
+            self._line(f"  {mark}{extra} {(lines[0] if lines else '')[:160]}")
+            for line in lines[1:RESULT_LINES_SHOWN]:
+                self._line(f"    {line[:160]}")
+            if len(lines) > RESULT_LINES_SHOWN:
+                more = len(lines) - RESULT_LINES_SHOWN
+                self._line(
+                    f"    … {more} more line(s): clio-acp events <session> --type tool_result"
+                )
         elif kind == "memory_reminder":
             self._line(f"[memory/{event.channel}] {event.text}")
         elif kind == "notice":

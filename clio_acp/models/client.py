@@ -38,6 +38,8 @@ from clio_acp.models.errors import (
     ModelHTTPError,
     ModelTimeoutError,
 )
+from clio_acp.models.repetition import FINISH_REASON as REPETITION
+from clio_acp.models.repetition import RepetitionGuard
 from clio_acp.models.targets import Target
 
 log = logging.getLogger(__name__)
@@ -132,6 +134,8 @@ class Completion:
     target_id: str | None = None
     constrained: bool = False
     latency_ms: float = 0.0
+    stop_detail: str | None = None
+    """Why the client ended the answer itself (the repetition guard), else None."""
     continuation: Continuation | None = None
     """Reasoning state to send back to the same route (``models/continuation.py``)."""
 
@@ -181,6 +185,9 @@ class ChatRequest:
     thinking: bool = True
     grammar: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    repetition_guard: bool = False
+    """Stop a streamed answer whose text loops (``models/repetition.py``): it ends
+    with finish reason ``repetition`` and ``Completion.stop_detail`` says why."""
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -222,6 +229,7 @@ class _Assembler:
         self.usage: Usage | None = None
         self.timings: Timings | None = None
         self.model: str | None = None
+        self.stop_detail: str | None = None
         self.carry = ContinuationCollector()
 
     def feed(self, chunk: Any) -> list[StreamEvent]:
@@ -305,6 +313,7 @@ class _Assembler:
             usage=usage,
             timings=self.timings,
             model=self.model,
+            stop_detail=self.stop_detail,
         )
 
 
@@ -396,8 +405,9 @@ class ModelClient:
                     yield event
             else:
                 saw_done = False
+                guard = RepetitionGuard() if request.repetition_guard else None
                 sse_iter = aiter(EventSource(response).aiter_sse())
-                while True:
+                while guard is None or not guard.tripped:
                     try:
                         async with asyncio.timeout_at(deadline):
                             sse = await anext(sse_iter)
@@ -428,8 +438,12 @@ class ModelClient:
                         exc.target_id = self.target.id
                         raise
                     for event in events:
+                        if guard is not None and isinstance(event, TextDelta):
+                            guard.feed(event.text)
                         yield event
-                if not saw_done and assembler.finish_reason is None:
+                if guard is not None and guard.tripped:  # the response closes on exit
+                    assembler.finish_reason, assembler.stop_detail = REPETITION, guard.why
+                elif not saw_done and assembler.finish_reason is None:
                     raise MalformedStreamError(
                         f"stream from target {self.target.id!r} ended before the answer finished",
                         target_id=self.target.id,

@@ -72,6 +72,9 @@ DEFAULT_PARALLEL = 2
 # Total context; the server splits it across the slots (4096 tokens each).
 DEFAULT_CTX_SIZE = 8192
 READY_TIMEOUT_S = 120.0
+DEFAULT_TEMPERATURE = 0.2
+"""Sampling temperature of requests that set none: a 135M model wanders off at
+llama.cpp's 0.8 (measured on the demo turn, issue 20 item 3)."""
 THREADS_ENV = "CLIO_ACP_LOCAL_THREADS"
 
 
@@ -286,6 +289,7 @@ class EmbeddedServer:
             "--parallel", str(self.slots),
             "--ctx-size", str(self.ctx_size),
             "--threads", str(self.threads or 0),
+            "--temp", str(DEFAULT_TEMPERATURE),
             "--chat-template-file", str(CHAT_TEMPLATE),
             "--log-file", str(self.log_file),
         ]  # fmt: skip

@@ -30,12 +30,15 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+import clio_acp.models.tool_calling as tool_calling
 from clio_acp.models.capacity import DEFAULT_TRACKER, Capacity, CapacityTracker, Lease
 from clio_acp.models.client import (
     ChatRequest,
     Completion,
+    Done,
     ModelClient,
     StreamEvent,
+    TextDelta,
     Usage,
 )
 from clio_acp.models.errors import ModelClientError, ModelTimeoutError, RouteError
@@ -43,7 +46,11 @@ from clio_acp.models.grammar import envelope_grammar_for_budget
 from clio_acp.models.local import MODEL_ALIAS, LocalModelManager, local_manager, local_status
 from clio_acp.models.targets import Target
 from clio_acp.paths import Paths, resolve_paths
-from clio_acp.settings import Settings
+from clio_acp.settings import (
+    CHAT_MAX_OUTPUT_TOKENS_DEFAULT,
+    EMBEDDED_CHAT_MAX_OUTPUT_TOKENS_DEFAULT,
+    Settings,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +84,11 @@ class RouteTable:
 def embedded_target() -> Target:
     """The implicit ``embedded`` target (its URL is known once the server starts)."""
     return Target(
-        id=EMBEDDED_TARGET_ID, runtime="embedded", base_url=None, default_model=MODEL_ALIAS
+        id=EMBEDDED_TARGET_ID,
+        runtime="embedded",
+        base_url=None,
+        default_model=MODEL_ALIAS,
+        tool_calling="constrained",
     )
 
 
@@ -222,22 +233,55 @@ class Router:
         return route
 
     # -- chat -----------------------------------------------------------------
+    def chat_max_tokens(self, target: Target) -> int:
+        """The chat output cap: ``chat.maxOutputTokens``, else the runtime's default
+        (small on the embedded model)."""
+        if self.settings.chat.max_output_tokens is not None:
+            return self.settings.chat.max_output_tokens
+        if target.runtime == "embedded":
+            return EMBEDDED_CHAT_MAX_OUTPUT_TOKENS_DEFAULT
+        return CHAT_MAX_OUTPUT_TOKENS_DEFAULT
+
     async def stream_chat(
         self, request: ChatRequest, *, timeout_ms: int | None = None
     ) -> AsyncIterator[StreamEvent]:
         """Stream a chat answer on the chat route (the route's model unless the
-        request names one), counting a foreground lease while it streams. Raises
-        ``RouteError`` and the client's typed errors."""
+        request names one), counting a foreground lease while it streams. The answer
+        is capped (``chat_max_tokens`` unless the request sets ``max_tokens``) and
+        guarded against loops (finish reason ``repetition``). On a ``constrained``
+        tool-calling target that takes a grammar, a request with tools goes through
+        ``models/tool_calling.py``: the call phase yields no text deltas and one
+        tool call. Raises ``RouteError`` and the client's typed errors."""
         route = self.route("chat")
         live = await self.live_target(route.target)
         client = await self.client(live)
-        if request.model is None:
-            request = replace(request, model=route.model)
+        request = replace(
+            request,
+            model=request.model or route.model,
+            max_tokens=request.max_tokens or self.chat_max_tokens(live),
+            seed=request.seed if request.seed is not None else self.settings.chat.seed,
+            repetition_guard=True,
+        )
+        tools = list(request.tools or [])
+        calling = bool(tools) and live.tool_calling == "constrained"
+        if calling and not live.dialect.supports_grammar:
+            calling = False  # native tools; the route note says why
+        call_phase = calling and tool_calling.wants_tool_call(request.messages)
+        if calling:
+            request = (
+                tool_calling.call_request(request)
+                if call_phase
+                else tool_calling.answer_request(request)
+            )
         with self.tracker.foreground(live.endpoint_key):
             async with contextlib.aclosing(
                 client.stream(request, timeout_ms=timeout_ms or live.request_timeout_ms)
             ) as events:
                 async for event in events:
+                    if call_phase and isinstance(event, TextDelta):
+                        continue  # the call's JSON is not an answer to show
+                    if call_phase and isinstance(event, Done):
+                        event = Done(tool_calling.completion_as_tool_call(event.completion, tools))
                     yield event
 
     # -- memory ---------------------------------------------------------------

@@ -53,6 +53,8 @@ class Target:
     request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT
     continuation_replay: bool = True
     """Send a model's reasoning state back to it on later requests (``continuation``)."""
+    tool_calling: str = "native"
+    """``native`` (OpenAI ``tools``) or ``constrained`` (``models/tool_calling.py``)."""
     api_key_value: str | None = field(default=None, repr=False)
     """A key held in memory (the embedded server's per-start key); wins over
     ``api_key_env``."""
@@ -69,6 +71,8 @@ class Target:
             default_model=entry.default_model,
             always_reasoning_models=frozenset(entry.always_reasoning_models),
             request_timeout_ms=entry.request_timeout_ms,
+            tool_calling=entry.tool_calling
+            or ("constrained" if entry.runtime == "embedded" else "native"),
             continuation_replay=entry.continuation_replay,
         )
 

@@ -72,7 +72,7 @@ from clio_acp.memory.store import MemoryStore
 from clio_acp.paths import Paths
 from clio_acp.session.journal import Journal, JournalEntry, SessionRecord
 from clio_acp.session.workspace_values import all_keys
-from clio_acp.settings import MAX_TURN_REQUESTS_DEFAULT, RoleSettings, Settings
+from clio_acp.settings import MAX_TURN_REQUESTS_DEFAULT, Settings
 from clio_acp.timestamps import utc_now
 
 log = logging.getLogger(__name__)
@@ -420,7 +420,8 @@ class Session:
         if self._chat_route is None:
             return settings
         target, model = self._chat_route
-        return settings.model_copy(update={"chat": RoleSettings(target=target, model=model)})
+        chat = settings.chat.model_copy(update={"target": target, "model": model})
+        return settings.model_copy(update={"chat": chat})
 
     def set_permission_handler(self, handler: PermissionHandler | None) -> None:
         self.gate.handler = handler

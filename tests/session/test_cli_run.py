@@ -86,3 +86,25 @@ def test_run_with_bypass_writes_and_reports_model_errors(run_cli, model_server, 
     assert (ws / "x.txt").read_text() == "x"
     assert result.returncode == 1
     assert "[error] Model request failed" in result.stdout
+
+
+def test_run_ends_a_looping_answer_and_says_why(run_cli, model_server, tmp_path):
+    model_server.install_settings(memory=False)
+    model_server.push(Reply(text=["Here:\n"] + ["- checkout-1.2\n"] * 400))
+    result = run_cli("run", "--workspace", str(tmp_path), "list files", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "[warning] Answer stopped: the model kept repeating the same line" in result.stdout
+    assert result.stdout.count("checkout-1.2") < 12
+    assert "[stop: end_turn]" in result.stdout
+
+
+def test_run_prints_the_first_lines_of_a_tool_result(run_cli, model_server, tmp_path):
+    model_server.install_settings(memory=False)
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (tmp_path / name).write_text("x\n")
+    model_server.push(Reply(tool_calls=[ToolCall("list_dir", "{}", id="c1")]), Reply(text="ok"))
+    result = run_cli("run", "--workspace", str(tmp_path), "list files", timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  ✓"))
+    assert [line.strip(" ✓") for line in lines[at : at + 3]] == ["a.txt", "b.txt", "c.txt"]

@@ -3,6 +3,7 @@ after ``.ci/run`` installs the model. Asserts shape, never wording."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import platformdirs
@@ -39,3 +40,39 @@ async def test_real_turn_against_the_embedded_model(monkeypatch, workspace):
         assert any(e.type == "usage_update" for e in events)
     finally:
         await manager.aclose()
+
+
+DEMO_PROMPT = "List the files in this folder."
+"""README's demo turn."""
+
+
+@pytest.mark.slow
+def test_readme_demo_calls_a_tool_and_ends_by_itself_in_4_of_5_seeds(tmp_path, run_cli):
+    installed = Path(platformdirs.user_data_dir(APP_NAME)) / "local-model" / MODEL_FILE
+    env = {"CLIO_ACP_LOCAL_MODEL": str(installed)}
+    if not installed.is_file():
+        pytest.skip("embedded model not installed (clio-acp local install)")
+    workspace = tmp_path / "project"
+    (workspace / "src").mkdir(parents=True)
+    (workspace / "README.md").write_text("# project\n")
+    (workspace / "src" / "main.py").write_text("print('hi')\n")
+    good, listings = [], []
+    for seed in range(1, 6):
+        env["CLIO_ACP_SETTINGS_JSON"] = json.dumps({"chat": {"seed": seed}})
+        result = run_cli(
+            "run", "--mode", "plan", "--json", "--workspace", str(workspace), DEMO_PROMPT,
+            env=env, timeout=300,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        events = [json.loads(line) for line in result.stdout.splitlines()]
+        finished = [e for e in events if e["type"] == "tool_call_finished"]
+        ended = [e for e in events if e["type"] == "turn_ended"]
+        if (
+            any(e["status"] == "completed" for e in finished)
+            and ended
+            and ended[-1]["stop_reason"] in ("end_turn", "max_tokens")
+        ):
+            good.append(seed)
+            listings.append("\n".join(e["output"] for e in finished))
+    assert len(good) >= 4, f"seeds that called a tool and ended: {good}"
+    assert any("README.md" in listing and "src/" in listing for listing in listings)
