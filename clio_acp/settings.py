@@ -88,11 +88,28 @@ class MemorySettings(_Model):
     exit_code_semantics: bool = True
     """§12.2: informative non-zero exits (grep 1, diff 1, pylint bitmask, test) are not errors."""
     environmental_failures: bool = True
-    """§12.3: two different commands failing alike are an environment fault."""
+    """§13.2 (``environmentalFailures``): failures with an environment-shaped
+    signature (command not found, permission denied, network, daemon, disk full,
+    missing compiler/package, dead tool channel) are environment faults: the first
+    sighting records a knowledge entry, the second call failing alike reminds."""
+    unchanged_after_edit: bool = True
+    """§13.1 (``unchangedAfterEdit``): a rerun failing exactly as before although
+    files were edited in between gets one reminder (the third in a row escalates)."""
+    recurring_problem: bool = True
+    """§13.3 (``recurringProblem``): the same problem line in failures of three or
+    more calls (two or more different commands) within the last twelve reminds once."""
+    rules_status: bool = True
+    """§13.5 (``rulesStatus``): without an LLM tier, the rules tier keeps a status
+    entry (goal, files changed, last command, unresolved failures, steps)."""
+    completion_check: bool = True
+    """§13.6 (``completionCheck``): the first answer that would end the task while
+    captured requirements exist gets one "before you finish, check: …" reminder."""
     escalation: bool = True
     """§12.4: one reminder per key per turn, no identical repeat, loop stop."""
     capture_requirements: bool = True
-    """§12.5: explicit constraints in user prompts become knowledge entries."""
+    """§12.5/§13.4 (``captureRequirements``): requirements in the user's own prompt
+    (cue words, Requirements:/Constraints:/Acceptance criteria: lists) become
+    knowledge entries."""
     restore_unresolved_failures: bool = True
     """§12.6: the post-compaction restore also carries unresolved failure entries."""
     constrained_decoding: bool = True

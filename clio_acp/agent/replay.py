@@ -216,6 +216,8 @@ async def replay_recording(
         await mw.evaluate(turn_id)
         await mw.wait_idle()
     _record(report, mw.turn_start(None, ""), done, mw)  # drain what is still deferred
+    # The recording ends: its last answer would have ended the task (§13.6).
+    _record(report, mw.completion_check(), done, mw)
     snapshot = mw.bank.snapshot()
     report.bank = snapshot
     report.environmental = [

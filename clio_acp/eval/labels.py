@@ -8,7 +8,8 @@ label is one of the vocabulary or two joined by ``+`` (``blind_retry+environment
 
 Each reminder of a replay report is attached to the call it fired at (an
 annotation or stop: its call; a turn-end reminder: the last call before it;
-restores and completion checks are not call-bound and are only counted). Per
+restores and the once-per-task completion check are not call-bound: they are
+counted apart and left out of the per-100 figures). Per
 trigger:
 
 - ``repeated_failure`` (and the loop stop) is right at ``blind_retry`` calls;
@@ -44,6 +45,8 @@ TARGETS: dict[str, frozenset[str]] = {
 }
 _TRIGGER_ALIASES = {"loop_signal": "repeated_failure"}
 _UNBOUND_CHANNELS = {"restore"}
+# Once per task, at its end: not about any call (reported apart, not in per100).
+_UNBOUND_TRIGGERS = {"completion_check"}
 _QUIET_LABELS = ("edit_changed_outcome", "informative")
 
 
@@ -124,10 +127,18 @@ class Score:
         }
 
 
+def _unbound(reminder: Any) -> bool:
+    return (
+        reminder.channel in _UNBOUND_CHANNELS
+        or reminder.trigger in _UNBOUND_TRIGGERS
+        or reminder.step <= 0
+    )
+
+
 def _fired_calls(report: ReplayReport) -> dict[str, set[int]]:
     fired: dict[str, set[int]] = {}
     for reminder in report.reminders:
-        if reminder.channel in _UNBOUND_CHANNELS or reminder.step <= 0:
+        if _unbound(reminder):
             continue
         for trigger in reminder.trigger.split("+"):
             trigger = _TRIGGER_ALIASES.get(trigger, trigger)
@@ -149,7 +160,7 @@ def score_reports(reports: list[ReplayReport], labels: dict[str, list[set[str]]]
         for label_set in run_labels:
             score.label_counts.update(label_set)
         for reminder in report.reminders:
-            if reminder.channel in _UNBOUND_CHANNELS or reminder.step <= 0:
+            if _unbound(reminder):
                 score.unbound[reminder.trigger] += 1
                 continue
             score.reminders += 1

@@ -605,3 +605,227 @@ def is_state_changing(tool_name: str, args: Any, kind: str | None = None) -> boo
     if command is not None:
         return shell_changes_files(command)
     return False
+
+
+# -- §13 rules tier v2: failure lines, reverts, changed files, environment --------------
+
+_LONG_NUMBER = re.compile(r"\b\d{6,}\b")
+# Measured values (4+ decimals) vary between identical runs of stochastic code.
+_MEASURED = re.compile(r"\b\d+\.\d{4,}\b")
+# §13.1: a failure is named by its closing problem lines (runners summarise there).
+FAILURE_LINES = 3
+
+
+def failure_lines(output: str | None, *, exit_code: int | None = None) -> tuple[str, ...]:
+    """The normalised failure lines of a failed result (§13.1): the last three lines
+    naming a problem (the §4 problem words, or an exception line) — where tools and
+    test runners summarise what failed — masked like ``error_signature`` plus long
+    numbers (ids, object hashes) and measured values (4+ decimals); when no line
+    names a problem, the last three non-blank lines, masked the same way. Empty output
+    gives ``("<empty output, exit N>",)``."""
+    text = output or ""
+    if len(text) > SIGNATURE_HEAD_CHARS + SIGNATURE_TAIL_CHARS:
+        text = text[:SIGNATURE_HEAD_CHARS] + "\n" + text[-SIGNATURE_TAIL_CHARS:]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [ln for ln in lines if not ln.startswith(("> ", ">>> ")) and not _BANNER.match(ln)]
+    if not lines:
+        return (f"<empty output, exit {exit_code}>",)
+    chosen = [ln for ln in lines if _PROBLEM_LINE.search(ln) or _EXCEPTION_LINE.match(ln)]
+    chosen = (chosen or lines)[-FAILURE_LINES:]
+    return tuple(_MEASURED.sub("<x>", _LONG_NUMBER.sub("<n>", _mask_volatile(ln))) for ln in chosen)
+
+
+_REVERT_GIT = {"checkout", "restore", "stash", "reset"}
+
+
+def is_revert(tool_name: str, args: Any) -> bool:
+    """True when every state-changing part of a shell command is a git revert
+    (``git checkout|restore|stash|reset``): §13.1 does not count it as an edit."""
+    command = shell_command_of(tool_name, args)
+    if command is None:
+        return False
+    changing = [w for w in split_simple_commands(command) if _simple_command_changes(w)]
+    if not changing:
+        return False
+    for words in changing:
+        program, rest = _program(words)
+        sub = next((a for a in rest if not a.startswith("-")), "")
+        if program != "git" or sub not in _REVERT_GIT:
+            return False
+    return True
+
+
+_PATHISH = re.compile(r"^[\w.~/+-]*[\w-]\.[A-Za-z0-9]{1,8}$|^[\w.~+-]*/[\w./+-]+$")
+_PATH_ARG_KEYS = ("path", "file_path", "filename", "target_file")
+
+
+def _shell_changed_paths(words: list[str]) -> list[str]:
+    found: list[str] = []
+    for i, word in enumerate(words[:-1]):
+        if word in _REDIRECT_WRITE:
+            found.append(words[i + 1])
+    clean = [w for w in words if w not in _REDIRECT_WRITE and w not in {"<", "<<", "<<<", ">&"}]
+    program, args = _program(clean)
+    operands = [a for a in args if not a.startswith("-")]
+    if program in {"sed", "gsed", "perl"} and _simple_command_changes(words):
+        found += [a for a in operands[1:] if _PATHISH.match(a)]
+    elif program in {"tee", "touch", "truncate"}:
+        found += operands
+    elif program in {"cp", "mv", "install"} and len(operands) >= 2:
+        found.append(operands[-1])
+    elif program == "patch":
+        found += [a for a in operands if _PATHISH.match(a)]
+    return found
+
+
+def changed_paths(tool_name: str, args: Any, kind: str | None = None) -> tuple[str, ...]:
+    """Files a state-changing call writes, as named in the call (§13.5 status):
+    the path argument of an edit tool, or the targets of a shell line's
+    redirections, ``sed -i``/``perl -i``, ``tee``, ``touch``, ``cp``/``mv``
+    destinations. ``/dev/*`` is never a file. Best effort; never raises."""
+    found: list[str] = []
+    command = shell_command_of(tool_name, args)
+    if command is not None:
+        for words in split_simple_commands(command):
+            found += _shell_changed_paths(words)
+    elif isinstance(args, Mapping) and is_state_changing(tool_name, args, kind):
+        for key in _PATH_ARG_KEYS:
+            value = args.get(key)
+            if isinstance(value, str) and value.strip():
+                found.append(value.strip())
+    return tuple(
+        dict.fromkeys(p for p in found if p and not p.startswith("/dev/") and "\0" not in p)
+    )
+
+
+def typed_command(tool_name: str, args: Any, limit: int = 80) -> str:
+    """The call as a user would type it (§13.7): the shell command line itself
+    (first line, whitespace collapsed), else ``<tool> <path>`` or the tool name;
+    cut to ``limit`` chars with ``…``."""
+    command = shell_command_of(tool_name, args)
+    if command is None:
+        path = next(
+            (args.get(k) for k in _PATH_ARG_KEYS if isinstance(args, Mapping) and args.get(k)),
+            None,
+        )
+        command = f"{tool_name} {path}" if isinstance(path, str) else tool_name
+    lines = [ln for ln in command.strip().splitlines() if ln.strip()]
+    text = _WS.sub(" ", lines[0] if lines else command).strip()
+    if len(lines) > 1:
+        text += " …"
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+# §13.2 environment-shaped signatures. Each pattern's first group names the thing
+# (program, host, package) so that the signature is specific.
+_ENV_LINE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("command not found", re.compile(r"(?:^|: )([\w.+-]+): (?:command )?not found$")),
+    ("permission denied", re.compile(r"(Permission denied|Operation not permitted)")),
+    (
+        "network",
+        re.compile(
+            r"(Could not resolve host|Temporary failure in name resolution|"
+            r"Name or service not known|Connection refused|Connection reset|Network is unreachable|"
+            r"No route to host|certificate verify failed|SSL certificate problem|"
+            r"TLS handshake|Could not connect to|Failed to connect to)",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "daemon",
+        re.compile(
+            r"(Cannot connect to the Docker daemon|Is the docker daemon running|"
+            r"System has not been booted with systemd|Failed to connect to bus|"
+            r"could not connect to server)",
+            re.IGNORECASE,
+        ),
+    ),
+    ("disk full", re.compile(r"(No space left on device|Disk quota exceeded)")),
+    (
+        "missing toolchain",
+        re.compile(
+            r"(No working C compiler|C compiler cannot create executables|"
+            r"Unable to locate package [\w.+-]+|No matching distribution found for [\w.+-]+|"
+            r"Could not find a version that satisfies the requirement [\w.+-]+)",
+            re.IGNORECASE,
+        ),
+    ),
+)
+# A line a program writes about its own failure: it starts with a "name:" prefix
+# chain (bash: x:, curl: (6), git@host:, fatal:, E:), with the phrase, or is a
+# traceback's final exception line. Report lines about *data* ("(line 1) broken
+# https://… NameResolutionError") start otherwise and never count.
+_OWN_LINE = re.compile(r"^(?:[\w@.+/\-\[\]]+:\s*(?:\(\d+\)\s*)?)+|^[A-Z][a-z]+ |^[A-Z]: ")
+_MISSING_MODULE = re.compile(r"No module named '?([\w.]+)'?")
+
+
+def _programs(command: str) -> set[str]:
+    programs: set[str] = set()
+    for words in split_simple_commands(command):
+        program, args = _program(words)
+        if program:
+            programs.add(program)
+            module, _rest = _module_program(program, args)
+            programs.add(module)
+    return programs
+
+
+def _missing_program(name: str, command: str | None, programs: set[str]) -> bool:
+    """A "command not found" names a missing program when the command runs it, or
+    when the command does not mention it at all (a script it ran calls it). A name
+    that the command mentions only as text (backticks in an unquoted heredoc) is a
+    quoting mistake, not a missing program."""
+    if not command or name in programs:
+        return True
+    return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w.-])", command) is None
+
+
+def environment_signature(
+    command: str | None, output: str | None, *, exit_code: int | None = None
+) -> str | None:
+    """The environment-shaped signature of a failure (§13.2), or None when the
+    failure does not name the environment: a program that is not installed, the
+    executable itself missing, permission denied / operation not permitted,
+    network failures to a host, a daemon not running, disk full, a missing
+    compiler or package, or a missing interpreter module *for the tool being run*
+    (``python -m pytest`` → No module named pytest). Only lines a program writes
+    about its own failure count (see ``_OWN_LINE``); ``cd: x: No such file`` and
+    failures of a script's own imports do not. Masked like ``problem_signature``."""
+    text = output or ""
+    if len(text) > SIGNATURE_HEAD_CHARS + SIGNATURE_TAIL_CHARS:
+        text = text[:SIGNATURE_HEAD_CHARS] + "\n" + text[-SIGNATURE_TAIL_CHARS:]
+    programs = _programs(command) if command else set()
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or len(line) > 400:
+            continue
+        own = bool(_OWN_LINE.match(line)) or bool(_EXCEPTION_LINE.match(line))
+        if not own:
+            continue
+        module = _MISSING_MODULE.search(line)
+        if module and module.group(1).split(".")[0] in programs:
+            return f"missing module for {module.group(1)}"
+        if "No such file or directory" in line and programs:
+            head = line.split(":", 2)
+            named = head[1].strip() if len(head) > 2 and head[0] in {"bash", "sh", "zsh"} else ""
+            if named and named.rsplit("/", 1)[-1] in programs and named != "cd":
+                return f"executable missing: {named}"
+        for kind, pattern in _ENV_LINE_PATTERNS:
+            match = pattern.search(line)
+            if match is None:
+                continue
+            if kind == "command not found" and not _missing_program(
+                match.group(1), command, programs
+            ):
+                continue
+            return f"{kind}: {_mask_volatile(line)[:200]}"
+    return None
+
+
+def dead_channel_signature(output: str | None, exit_code: int | None) -> str | None:
+    """§13.2 dead tool channel: a failure with empty output is this signature
+    (``empty output, exit N``); three different commands sharing it are an
+    environment fault."""
+    if (output or "").strip():
+        return None
+    return f"dead channel: empty output, exit {exit_code}"

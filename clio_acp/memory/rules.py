@@ -2,9 +2,10 @@
 
 Owns the deterministic, model-free state the middleware consults on every tool
 event (MEMORY_SPEC §4 "Failure memory", "Repeated failure"; §12.1 repeat keys reset
-by state-changing calls; §12.3 environmental failures; §12.5 requirement capture),
-the exact reminder sentences, and the JSON-able export that lets counters survive
-compaction and resume (§12.4). It writes only through the ``TaskMemoryBank`` it is
+by state-changing calls; §13.1 outcomes after edits; §13.2 environment sightings;
+§13.3 problem lines; §13.4 requirements; §13.5 status facts), and the JSON-able
+export that lets counters survive compaction and resume (§12.4). The reminder
+sentences live in ``clio_acp.memory.reminders``. It writes only through the ``TaskMemoryBank`` it is
 handed and never calls a model, reads settings, emits telemetry or delivers text:
 the middleware decides when any of that happens.
 """
@@ -21,19 +22,23 @@ from clio_acp.memory.requirements import REQUIREMENTS_PER_PROMPT, extract_requir
 __all__ = [
     "FAILURE_MAP_CAP",
     "REQUIREMENTS_PER_PROMPT",
+    "EnvSighting",
     "FailureRecord",
+    "OutcomeRecord",
+    "ProblemSighting",
     "RepeatRecord",
     "RulesMemory",
-    "annotation_text",
     "extract_requirements",
     "failure_content",
-    "turn_end_text",
 ]
 
 # MEMORY_SPEC §4: the fingerprint → failure record map is bounded at 30, FIFO.
 FAILURE_MAP_CAP = 30
-# §12.3: environmental-failure signatures tracked at once (FIFO).
+# §13.2: environment signatures tracked at once (FIFO).
 ENV_MAP_CAP = 30
+# §13.1/§13.5: recent edits and changed files kept for reminders and the status.
+EDITS_KEPT = 40
+FILES_KEPT = 40
 
 
 @dataclass
@@ -47,6 +52,8 @@ class FailureRecord:
     digest: str
     resolved: bool = False
     """§12.6: set when a later call with the same fingerprint succeeded."""
+    command: str = ""
+    """The call as the user would type it (§13.7)."""
 
 
 @dataclass
@@ -62,13 +69,38 @@ class RepeatRecord:
 
 
 @dataclass
-class EnvRecord:
-    """§12.3: different fingerprints failing with one problem signature."""
+class OutcomeRecord:
+    """§13.1 the latest outcome of one operation fingerprint."""
 
-    fingerprints: list[str]
-    first_step: int
-    digest: str
+    failed: bool
+    lines: str
+    """Hash of the normalised failure lines ('' for a success)."""
+    step: int
+    edit_epoch: int
+    """``RulesMemory.edit_epoch`` right after this call."""
+    same_steps: list[int] = field(default_factory=list)
+    """Steps of the identical failures in a row, this one last."""
+    escalated: bool = False
+
+
+@dataclass
+class EnvSighting:
+    """§13.2 calls failing with one environment-shaped signature."""
+
+    line: str
+    steps: list[int] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
     entry_id: str | None = None
+    reminded: bool = False
+
+
+@dataclass
+class ProblemSighting:
+    """§13.3 one failure's problem line (the digest's line), for the window."""
+
+    step: int
+    fingerprint: str
+    line: str
 
 
 def failure_content(call: str, attempts: int, first_step: int, digest: str) -> str:
@@ -80,49 +112,33 @@ def failure_content(call: str, attempts: int, first_step: int, digest: str) -> s
     )
 
 
-def annotation_text(entry_id: str, call: str, first_step: int, digest: str) -> str:
-    """§4 mid-turn annotation sentence (before the length cap)."""
-    return (
-        f"Memory: [{entry_id}] you already tried {call} at step {first_step} and it failed "
-        f"with {digest}. Change the approach rather than repeating it."
-    )
-
-
-def turn_end_text(entry_id: str, call: str, first_step: int, digest: str) -> str:
-    """§4 turn-end reminder: the annotation sentence minus "Change the approach…"."""
-    return (
-        f"Memory: [{entry_id}] you already tried {call} at step {first_step} and it failed "
-        f"with {digest}."
-    )
-
-
-def environment_text(entry_id: str, first_step: int, digest: str, commands: int) -> str:
-    """§12.3 reminder: blame the environment, not each command."""
-    return (
-        f"Memory: [{entry_id}] {commands} different commands have failed the same way since "
-        f"step {first_step} ({digest}). Check the environment (tool, path, dependency, "
-        "network or service) before changing the approach."
-    )
-
-
-def loop_stop_text(call: str, repeats: int, digest: str) -> str:
-    """§12.4 loop-guard notice shown to the user when the turn is ended."""
-    return (
-        f"Memory: stopped this turn: {call} failed {repeats} times in a row with the same "
-        f"error and nothing changed in between ({digest}). Change the approach or give "
-        "new instructions."
-    )
-
-
 @dataclass
 class RulesMemory:
     """Per-session rules-tier state. Bounded maps; ``export``/``load`` round-trip it."""
 
     failures: OrderedDict[str, FailureRecord] = field(default_factory=OrderedDict)
     repeats: dict[tuple[str, str], RepeatRecord] = field(default_factory=dict)
-    environment: OrderedDict[str, EnvRecord] = field(default_factory=OrderedDict)
     requirements: set[str] = field(default_factory=set)
+    """De-duplication keys of captured requirements (§13.4)."""
     state_epoch: int = 0
+    # -- §13 ---------------------------------------------------------------------------
+    edit_epoch: int = 0
+    """Counts state changes that are not pure reverts (§13.1)."""
+    edits: list[list[Any]] = field(default_factory=list)
+    """Recent edits as [step, what] (newest last, bounded)."""
+    outcomes: OrderedDict[str, OutcomeRecord] = field(default_factory=OrderedDict)
+    env_sightings: OrderedDict[str, EnvSighting] = field(default_factory=OrderedDict)
+    problems: list[ProblemSighting] = field(default_factory=list)
+    problems_spoken: set[str] = field(default_factory=set)
+    """Problem lines already reminded about in this user turn (§13.3)."""
+    unchanged_spoken: set[str] = field(default_factory=set)
+    """Failure-line keys already reminded as unchanged in this user turn (§13.1)."""
+    requirement_entries: list[list[str]] = field(default_factory=list)
+    """[entry id, text] of each captured requirement, in capture order (§13.6)."""
+    files_changed: list[str] = field(default_factory=list)
+    last_command: str = ""
+    goal: str = ""
+    completion_checked: bool = False
 
     # -- §12.1 --------------------------------------------------------------------------
 
@@ -150,14 +166,20 @@ class RulesMemory:
     # -- §4 failure memory --------------------------------------------------------------
 
     def record_failure(
-        self, bank: TaskMemoryBank, fingerprint: str, call: str, digest: str, step: int
+        self,
+        bank: TaskMemoryBank,
+        fingerprint: str,
+        call: str,
+        digest: str,
+        step: int,
+        command: str = "",
     ) -> FailureRecord:
         """Save or update the procedural failure entry of ``fingerprint`` (§4)."""
         record = self.failures.get(fingerprint)
         if record is None:
             content = failure_content(call, 1, step, digest)
             entry = bank.save("procedural", content, origin="rules")
-            record = FailureRecord(entry.id, 1, step, call, digest)
+            record = FailureRecord(entry.id, 1, step, call, digest, command=command)
             self.failures[fingerprint] = record
             while len(self.failures) > FAILURE_MAP_CAP:
                 self.failures.popitem(last=False)
@@ -184,22 +206,62 @@ class RulesMemory:
         ids = bank.ids()
         return [r.entry_id for r in self.failures.values() if not r.resolved and r.entry_id in ids]
 
-    # -- §12.3 environmental failures ----------------------------------------------------
+    # -- §13 -----------------------------------------------------------------------------
 
-    def note_environment(
-        self, signature: str, fingerprint: str, step: int, digest: str
-    ) -> EnvRecord:
-        """Count one failure of ``fingerprint`` under the problem ``signature`` (§12.3);
-        returns its record (bounded map, FIFO)."""
-        record = self.environment.get(signature)
-        if record is None:
-            record = EnvRecord([fingerprint], step, digest)
-            self.environment[signature] = record
-            while len(self.environment) > ENV_MAP_CAP:
-                self.environment.popitem(last=False)
-        elif fingerprint not in record.fingerprints:
-            record.fingerprints.append(fingerprint)
+    def note_edit(self, step: int, what: str, paths: tuple[str, ...]) -> None:
+        """A state change that is not a pure revert (§13.1), and the files it wrote
+        (§13.5)."""
+        self.edit_epoch += 1
+        self.edits.append([step, what])
+        del self.edits[:-EDITS_KEPT]
+        for path in paths:
+            if path in self.files_changed:
+                self.files_changed.remove(path)
+            self.files_changed.append(path)
+        del self.files_changed[:-FILES_KEPT]
+
+    def edits_since(self, step: int) -> list[list[Any]]:
+        """The recent edits (``[step, what]``) made after tool step ``step``."""
+        return [e for e in self.edits if e[0] > step]
+
+    def note_outcome(self, fingerprint: str, step: int, failed: bool, lines: str) -> OutcomeRecord:
+        """Record the outcome of one call and return its record. ``same_steps``
+        grows while the same failure lines come back after edits or not; any other
+        outcome restarts it."""
+        previous = self.outcomes.pop(fingerprint, None)
+        same: list[int] = []
+        escalated = False
+        if previous is not None and failed and previous.failed and previous.lines == lines:
+            same, escalated = previous.same_steps, previous.escalated
+        record = OutcomeRecord(failed, lines if failed else "", step, self.edit_epoch)
+        record.same_steps = [*same[-8:], step] if failed else []
+        record.escalated = escalated
+        self.outcomes[fingerprint] = record
+        while len(self.outcomes) > 4 * FAILURE_MAP_CAP:
+            self.outcomes.popitem(last=False)
         return record
+
+    def note_environment(self, signature: str, step: int, command: str) -> EnvSighting:
+        """Add one call failing with the environment ``signature`` (§13.2) and return
+        its sightings (bounded map, FIFO; the last 9 steps and commands kept)."""
+        sighting = self.env_sightings.get(signature)
+        if sighting is None:
+            sighting = EnvSighting(signature.split(": ", 1)[-1])
+            self.env_sightings[signature] = sighting
+            while len(self.env_sightings) > ENV_MAP_CAP:
+                self.env_sightings.popitem(last=False)
+        sighting.steps = [*sighting.steps[-8:], step]
+        sighting.commands = [*sighting.commands[-8:], command]
+        return sighting
+
+    def note_problem(
+        self, step: int, fingerprint: str, line: str, window: int
+    ) -> list[ProblemSighting]:
+        """Add one failure's problem line; return the sightings of that line within
+        the last ``window`` tool calls (this one included)."""
+        self.problems.append(ProblemSighting(step, fingerprint, line))
+        self.problems = [p for p in self.problems if p.step > step - window]
+        return [p for p in self.problems if p.line == line]
 
     # -- §12.4 persistence ---------------------------------------------------------------
 
@@ -213,8 +275,17 @@ class RulesMemory:
                 {"fingerprint": k[0], "signature": k[1], **asdict(v)}
                 for k, v in self.repeats.items()
             ],
-            "environment": [{"signature": k, **asdict(v)} for k, v in self.environment.items()],
             "requirements": sorted(self.requirements),
+            "editEpoch": self.edit_epoch,
+            "edits": self.edits,
+            "outcomes": [{"fingerprint": k, **asdict(v)} for k, v in self.outcomes.items()],
+            "envSightings": [{"signature": k, **asdict(v)} for k, v in self.env_sightings.items()],
+            "problems": [asdict(p) for p in self.problems],
+            "requirementEntries": self.requirement_entries,
+            "filesChanged": self.files_changed,
+            "lastCommand": self.last_command,
+            "goal": self.goal,
+            "completionChecked": self.completion_checked,
         }
 
     @classmethod
@@ -230,11 +301,28 @@ class RulesMemory:
                 item = dict(item)
                 key = (item.pop("fingerprint"), item.pop("signature"))
                 memory.repeats[key] = RepeatRecord(**item)
-            for item in data.get("environment", []):
-                item = dict(item)
-                signature = item.pop("signature")
-                memory.environment[signature] = EnvRecord(**item)
             memory.requirements = set(data.get("requirements", []))
-        except (TypeError, KeyError, AttributeError) as exc:
+            _load_v2(memory, data)
+        except (TypeError, KeyError, AttributeError, ValueError) as exc:
             raise ValueError(f"malformed rules-tier snapshot: {exc}") from exc
         return memory
+
+
+def _load_v2(memory: RulesMemory, data: dict[str, Any]) -> None:
+    """The §13 part of a snapshot (absent in older snapshots: defaults stay)."""
+    memory.edit_epoch = int(data.get("editEpoch", 0))
+    memory.edits = [[int(step), str(what)] for step, what in data.get("edits", [])]
+    for item in data.get("outcomes", []):
+        item = dict(item)
+        fingerprint = item.pop("fingerprint")
+        memory.outcomes[fingerprint] = OutcomeRecord(**item)
+    for item in data.get("envSightings", []):
+        item = dict(item)
+        signature = item.pop("signature")
+        memory.env_sightings[signature] = EnvSighting(**item)
+    memory.problems = [ProblemSighting(**p) for p in data.get("problems", [])]
+    memory.requirement_entries = [[str(i), str(t)] for i, t in data.get("requirementEntries", [])]
+    memory.files_changed = [str(f) for f in data.get("filesChanged", [])]
+    memory.last_command = str(data.get("lastCommand", ""))
+    memory.goal = str(data.get("goal", ""))
+    memory.completion_checked = bool(data.get("completionChecked", False))

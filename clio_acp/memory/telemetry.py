@@ -59,6 +59,11 @@ TRIGGER_REASONS: frozenset[str] = frozenset(
         "post_compaction",
         "manual",
         "idle_review",
+        # MEMORY_SPEC §13 rules tier v2 triggers.
+        "unchanged_after_edit",
+        "environment",
+        "recurring_problem",
+        "completion_check",
     }
 )
 TIERS: frozenset[str] = frozenset({"rules", "llm"})

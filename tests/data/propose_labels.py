@@ -21,8 +21,8 @@ Rules, per call, in this order:
    /dev/null), ``tee``, ``patch``, ``git apply|checkout|reset|stash|restore``,
    ``pip install``, ``cp|mv|rm|mkdir|touch``, ``apt-get install``, or a Python
    one-liner/script that writes (``open(…, 'w')``, ``.write(``). Reverts
-   (``git checkout|restore|stash|reset``) are noted: a revert-only gap does not
-   count as an edit for *unchanged_after_edit*.
+   (``git checkout|restore|stash|reset``) are noted: a call whose only edit is
+   such a revert does not count as an edit for *unchanged_after_edit*.
    The *failure lines* of a result are its last three lines naming a problem
    (error, fail, exception, assert, not found, …; else its last three lines), with
    addresses, times, long numbers and temp names masked.
@@ -68,6 +68,7 @@ _EDIT = re.compile(
     r"open\([^)]*['\"][wa]b?['\"]|\.write\(|write_text\(|\bgit\s+commit\b|\bmake\b"
 )
 _REVERT = re.compile(r"\bgit\s+(?:checkout|restore|stash|reset)\b")
+_REVERT_PART = re.compile(r"\bgit\s+(?:checkout|restore|stash|reset)\b[^;&|\n]*")
 _ENV = re.compile(
     r"command not found|Permission denied|Operation not permitted|"
     r"Could not resolve|Name or service not known|Temporary failure in name resolution|"
@@ -101,6 +102,12 @@ def is_edit(call) -> bool:
         return True
     text = str(args.get("command") or args.get("keystrokes") or "")
     return bool(_EDIT.search(text))
+
+
+def reverts_only(call) -> bool:
+    """A call whose only edit is a git revert (checkout/restore/stash/reset)."""
+    text = command_of(call)
+    return bool(_REVERT.search(text)) and not _EDIT.search(_REVERT_PART.sub(" ", text))
 
 
 def failure_lines(output: str) -> tuple[str, ...]:
@@ -138,7 +145,7 @@ def propose(recording) -> list[str]:
             prev = calls[last_seen[cmd]]
             between = calls[last_seen[cmd] + 1 : i]
             edits = [c for c in between if is_edit(c)]
-            real_edits = [c for c in edits if not _REVERT.search(command_of(c))]
+            real_edits = [c for c in edits if not reverts_only(c)]
             same = failure_lines(prev.output) == failure_lines(call.output)
             if prev.is_error and not informative(prev):
                 if failed and same and not edits:
@@ -163,6 +170,7 @@ _SPHINX = "mini-swe-agent-gemini3-swebv/sphinx-doc__sphinx-7985.traj.json::sphin
 _LINKCHECK = "linkcheck reporting the test document's deliberately broken links: tool output"
 _GIT = "pma-tb2/git-multibranch/memory-v3-opus/trajectory_agent.steps.jsonl::git-multibranch/memory-v3-opus"
 _NO_REPO = "not in a repository because the clone failed: a knock-on failure, not the environment"
+_KNOCK_ON = "cd into the folder the failed clone just before (same batch) did not make: knock-on"
 REVIEW: dict[tuple[str, int], tuple[str, str]] = {
     **{(_SPHINX, i): ("failure", _LINKCHECK) for i in (4, 11, 17, 19, 20, 21, 22, 23, 29)},
     (_SPHINX, 10): (
@@ -175,8 +183,8 @@ REVIEW: dict[tuple[str, int], tuple[str, str]] = {
         "mini-swe-agent-gemini3-swebv/pylint-dev__pylint-7080.traj.json::pylint-dev__pylint-7080",
         55,
     ): ("environment", "/usr/bin/python3 has no pytest: wrong interpreter for the tool"),
-    **{(_GIT, i): ("failure", _NO_REPO) for i in (41, 42, 62)},
-    **{(_GIT, i): ("unchanged_after_edit", _NO_REPO) for i in (60, 61)},
+    **{(_GIT, i): ("failure", _NO_REPO) for i in (41, 42, 60, 61, 62)},
+    **{(_GIT, i): ("failure", _KNOCK_ON) for i in (58, 74, 99, 164)},
 }
 
 

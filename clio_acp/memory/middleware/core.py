@@ -24,7 +24,8 @@ are returned by the next ``turn_start``, the next boundary that can carry them.
 The class is assembled from one mixin per concern: ``activity`` (telemetry rows and
 the activity ring), ``turn_end`` (turn boundaries and the deferred buffer),
 ``observe`` (the rules tier), ``restore`` (restore offers and saved counters),
-``llm_step`` (the detached LLM step) and ``usage`` (usage rows).
+``llm_step`` (the detached LLM step), ``usage`` (usage rows), ``triggers`` (the §13
+rules-tier triggers) and ``status`` (the rules-written status, completion check).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from clio_acp.memory.middleware.llm_step import LlmStep
 from clio_acp.memory.middleware.observe import RulesTierObservation
 from clio_acp.memory.middleware.restore import RestoreOffers
 from clio_acp.memory.middleware.state import InFlightStep, MiddlewareState
+from clio_acp.memory.middleware.status import RulesStatus
 from clio_acp.memory.middleware.turn_end import TurnBoundaries
 from clio_acp.memory.middleware.usage import UsageAccounting
 from clio_acp.memory.telemetry import MemoryTrace, TelemetrySink
@@ -53,7 +55,13 @@ log = logging.getLogger(__name__)
 
 
 class MemoryMiddleware(
-    ActivityLog, TurnBoundaries, RulesTierObservation, RestoreOffers, LlmStep, UsageAccounting
+    ActivityLog,
+    TurnBoundaries,
+    RulesTierObservation,
+    RulesStatus,
+    RestoreOffers,
+    LlmStep,
+    UsageAccounting,
 ):
     """The memory registration of one session (MEMORY_SPEC §4).
 

@@ -13,6 +13,7 @@ model call happens in this module (invariant 6).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,16 +22,16 @@ from clio_acp.memory.calls import (
     call_description,
     canonical_call,
     cap_digest,
+    changed_paths,
     classify_exit,
     error_digest,
     error_signature,
+    is_revert,
     is_state_changing,
-    looks_environmental,
-    meaningful_signature,
     ok_digest,
     operation_fingerprint,
-    problem_signature,
     shell_command_of,
+    typed_command,
 )
 from clio_acp.memory.middleware.effects import (
     AnnotateToolResult,
@@ -39,24 +40,24 @@ from clio_acp.memory.middleware.effects import (
     ToolCall,
     ToolOutcome,
 )
-from clio_acp.memory.middleware.state import (
-    ENV_COMMANDS,
-    ENV_COMMANDS_GENERIC,
-    TrajectoryStep,
-    collapse_keep_newlines,
-)
-from clio_acp.memory.rules import (
-    FailureRecord,
-    annotation_text,
-    environment_text,
-    extract_requirements,
-    loop_stop_text,
-)
+from clio_acp.memory.middleware.state import TrajectoryStep, collapse_keep_newlines
+from clio_acp.memory.middleware.triggers import RulesTriggers
+from clio_acp.memory.reminders import blind_retry_text, loop_stop_text
+from clio_acp.memory.requirements import extract_requirements, requirement_key
+from clio_acp.memory.rules import FailureRecord
 from clio_acp.settings import MemorySettings
 
 __all__ = ["RulesTierObservation", "call_paths", "display_call", "failure_line"]
 
 _PATH_KEYS = ("path", "file_path", "paths")
+# §13.1 knock-on: after an earlier failure in the same batch, a failure that only
+# says something is missing (the folder a failed clone did not make, no repository)
+# follows from that failure; memory speaks about the first one.
+_MISSING_STATE = re.compile(
+    r"No such file or directory|not a git repository|cannot access|does not exist|"
+    r"not found",
+    re.IGNORECASE,
+)
 
 
 def call_paths(args: Any, workspace_root: Path | None) -> tuple[str, ...]:
@@ -112,7 +113,7 @@ def _errors_of(trajectory: Any, fingerprint: str) -> int:
     return sum(1 for t in trajectory if t.outcome == "error" and t.fingerprint == fingerprint)
 
 
-class RulesTierObservation:
+class RulesTierObservation(RulesTriggers):
     """Mixin of ``MemoryMiddleware``: the rules tier's observation of tool calls."""
 
     def _prepare(self, call: ToolCall) -> TrajectoryStep | None:
@@ -120,14 +121,19 @@ class RulesTierObservation:
         if not name:
             return None  # §4: no tool name → ignored entirely
         canonical = canonical_call(name, call.args)
+        changing = is_state_changing(name, call.args, call.kind)
         return TrajectoryStep(
             step=0,
             tool_name=name,
             fingerprint=operation_fingerprint(canonical),
             call=call_description(canonical),
             tool_call_id=call.tool_call_id,
-            state_changing=is_state_changing(name, call.args, call.kind),
+            state_changing=changing,
             paths=call_paths(call.args, self.workspace_root),
+            command=typed_command(name, call.args),
+            shell=shell_command_of(name, call.args),
+            revert=changing and is_revert(name, call.args),
+            writes=changed_paths(name, call.args, call.kind) if changing else (),
         )
 
     def before_tool(self, call: ToolCall, *, session_id: str | None = None) -> list[Effect]:
@@ -190,6 +196,9 @@ class RulesTierObservation:
         epoch_before = s.rules.state_epoch
         if step.state_changing and settings.state_change_resets_repeats:
             s.rules.note_change()
+        if step.state_changing and not step.revert:
+            what = ", ".join(step.writes[:3]) or step.command
+            s.rules.note_edit(step.step, what, step.writes)
         if is_error:
             self._classify_error(step, outcome)
         else:
@@ -204,9 +213,18 @@ class RulesTierObservation:
             "stateChanging": step.state_changing,
             "digest": step.digest,
         }
+        s.rules.last_command = self._describe_outcome(step)
         if is_error:
             return self._on_failure(settings, step, outcome, epoch_before)
+        s.rules.note_outcome(step.fingerprint, step.step, False, "")
         return []
+
+    @staticmethod
+    def _describe_outcome(step: TrajectoryStep) -> str:
+        if step.outcome == "error":
+            return f"`{step.command}` failed at step {step.step}: {step.digest}"
+        note = f" ({step.digest})" if step.informative else ""
+        return f"`{step.command}` succeeded at step {step.step}{note}"
 
     def _still_an_error(
         self, settings: MemorySettings, step: TrajectoryStep, call: ToolCall, outcome: ToolOutcome
@@ -243,26 +261,6 @@ class RulesTierObservation:
         self._s.consecutive_errors = 0
         self._s.rules.note_success(step.fingerprint)
 
-    def _environment_fault(
-        self, settings: MemorySettings, step: TrajectoryStep, outcome: ToolOutcome
-    ) -> list[Effect] | None:
-        """§12.3: different commands failing alike are an environment fault. Returns
-        the effects when it is one (the failure then blames no single command), else
-        None."""
-        signature = problem_signature(outcome.output, exit_code=outcome.exit_code)
-        if not settings.environmental_failures or not meaningful_signature(signature):
-            return None
-        env = self._s.rules.note_environment(signature, step.fingerprint, step.step, step.digest)
-        needed = ENV_COMMANDS if looks_environmental(signature) else ENV_COMMANDS_GENERIC
-        if len(env.fingerprints) < needed:
-            return None
-        if env.entry_id is not None and self.bank.kind_of(env.entry_id) == "knowledge":
-            return []
-        content = f"Environment: tool channel failing since step {env.first_step}: {env.digest}"
-        env.entry_id = self.bank.save("knowledge", content, origin="rules").id
-        text = environment_text(env.entry_id, env.first_step, env.digest, len(env.fingerprints))
-        return self._annotate(settings, step, text, (env.entry_id,), "environment")
-
     def _on_failure(
         self,
         settings: MemorySettings,
@@ -270,39 +268,58 @@ class RulesTierObservation:
         outcome: ToolOutcome,
         epoch_before: int,
     ) -> list[Effect]:
+        """A failed call: failure memory, then the first trigger that speaks, in the
+        order loop stop, repeated failure (blind retry), unchanged after edit,
+        environment, recurring problem (§13: one note per call)."""
         s = self._s
         rules = s.rules
         assert step.key is not None
         self._bank_dirty = True
-        environmental = self._environment_fault(settings, step, outcome)
-        if environmental is not None:
-            return environmental
         record = rules.record_failure(
-            self.bank, step.fingerprint, step.call, step.digest, step.step
+            self.bank, step.fingerprint, step.call, step.digest, step.step, step.command
         )
         repeat = rules.count_repeat(step.key, step.step, epoch_before)
+        outcome_record = self._note_failure_outcome(step, outcome)
+        knock_on = s.failures_this_turn > 0 and _MISSING_STATE.search(step.digest) is not None
+        s.failures_this_turn += 1
+        environment = self._environment_sighting(settings, step, outcome)
+        problem = self._problem_sighting(settings, step)
         if settings.state_change_resets_repeats:
             repeated = repeat.count >= 2
         else:  # reference rule: the window holds ≥2 errors with this fingerprint
             repeated = _errors_of(s.trajectory, step.fingerprint) >= 2
-        if not repeated:
-            return []
-        if settings.escalation and repeat.count >= settings.loop_stop_repeats:
-            self.signal_loop()
-            notice = loop_stop_text(step.call, repeat.count, step.digest)
-            self.bank.record_injection([record.entry_id])
-            self._emit(
-                ["loop_signal", "repeated_failure"], "rules", "injected", "loop_stop", cited=1
+        if repeated:
+            if settings.escalation and repeat.count >= settings.loop_stop_repeats:
+                return self._loop_stop(step, record, repeat.count)
+            spent_key = step.key if settings.state_change_resets_repeats else (step.fingerprint, "")
+            if spent_key in s.annotated:
+                return []  # §4: spent once per key per turn
+            text = blind_retry_text(record.entry_id, step.command, repeat.first_step, step.digest)
+            return self._annotate(
+                settings, step, text, (record.entry_id,), "repeated_failure", spent_key
             )
-            s.rules_spoke_since_step = True
-            return [StopTurn(notice, (record.entry_id,))]
-        spent_key = step.key if settings.state_change_resets_repeats else (step.fingerprint, "")
-        if spent_key in s.annotated:
-            return []  # §4: spent once per key per turn
-        text = annotation_text(record.entry_id, step.call, record.first_step, record.digest)
-        return self._annotate(
-            settings, step, text, (record.entry_id,), "repeated_failure", spent_key
-        )
+        for speak in (
+            lambda: (
+                []
+                if knock_on
+                else self._unchanged_after_edit(settings, step, record, outcome_record)
+            ),
+            lambda: self._environment_reminder(settings, step, environment),
+            lambda: [] if knock_on else self._recurring_problem(settings, step, record, problem),
+        ):
+            effects = speak()
+            if effects:
+                return effects
+        return []
+
+    def _loop_stop(self, step: TrajectoryStep, record: FailureRecord, count: int) -> list[Effect]:
+        """§12.4: the ``loopStopRepeats``-th identical repeat ends the turn."""
+        self.signal_loop()
+        notice = loop_stop_text(step.command, count, step.digest)
+        self.bank.record_injection([record.entry_id])
+        self._emit(["loop_signal", "repeated_failure"], "rules", "injected", "loop_stop", cited=1)
+        self._s.rules_spoke_since_step = True
+        return [StopTurn(notice, (record.entry_id,))]
 
     def _annotate(
         self,
@@ -315,9 +332,7 @@ class RulesTierObservation:
     ) -> list[Effect]:
         s = self._s
         text = collapse_keep_newlines(text)[: settings.max_output_tokens * 4]
-        telemetry_trigger = (
-            "repeated_failure" if trigger == "repeated_failure" else "tool_error_streak"
-        )
+        telemetry_trigger = trigger
         if spent_key is not None:
             s.annotated.add(spent_key)
         if settings.escalation and text == s.last_injected_message:
@@ -329,9 +344,9 @@ class RulesTierObservation:
         s.rules_spoke_since_step = True
         s.annotated_since_turn_end = True
         s.spoke_this_boundary = True
+        s.spoken_steps = {n for n in s.spoken_steps if n > step.step - 50} | {step.step}
         self.bank.record_injection(cited)
-        reason = "intervened" if trigger == "repeated_failure" else "environmental_failure"
-        self._emit([telemetry_trigger], "rules", "injected", reason, cited=len(cited))
+        self._emit([telemetry_trigger], "rules", "injected", "intervened", cited=len(cited))
         return [AnnotateToolResult(step.tool_call_id, text, cited, trigger, paths=step.paths)]
 
     def _unreported_repeated_failure(
@@ -358,20 +373,22 @@ class RulesTierObservation:
         return None
 
     def _capture_requirements(self, text: str) -> None:
-        """§12.5: explicit requirements in a user prompt become knowledge entries."""
+        """§12.5/§13.4: requirements in the user's own prompt become knowledge
+        entries (de-duplicated across prompts)."""
         self._bank_dirty = True
         rules = self._s.rules
         for sentence in extract_requirements(text):
-            key = sentence.lower()
+            key = requirement_key(sentence)
             if key in rules.requirements:
                 continue
             rules.requirements.add(key)
             try:
-                self.bank.save(
+                entry = self.bank.save(
                     "knowledge", f"Requirement from the user: {sentence}", origin="rules"
                 )
             except ValueError:
                 continue
+            rules.requirement_entries.append([entry.id, sentence])
 
     def note_workspace_change(self) -> None:
         """§12.1: the file watcher saw the workspace change; repeat counts restart.

@@ -32,18 +32,30 @@ class RestoreOffers:
     """Mixin of ``MemoryMiddleware``: restore offers, compaction and saved counters."""
 
     def _restore_body(self, settings: MemorySettings, budget: int) -> str:
-        """Status and knowledge, then the unresolved failure entries (§12.6), in
-        ``budget`` estimated tokens."""
-        body = self.bank.render_restored_state(budget)
-        if not settings.restore_unresolved_failures:
-            return body
-        lines = [body] if body else []
-        for entry_id in self._s.rules.unresolved_entry_ids(self.bank):
+        """§12.6/§13.5 in ``budget`` estimated tokens: the status first, then the
+        captured requirements (in capture order), then the other knowledge (render
+        order), then the unresolved failure entries. A line that does not fit is
+        skipped, never cut."""
+        lines: list[str] = []
+        status = self.bank.status
+        if status is not None:
+            status_line = f"- [{status.id}] status: {status.content}"
+            if estimate_tokens(status_line) <= budget:
+                lines.append(status_line)
+        requirement_ids = [i for i, _text in self._s.rules.requirement_entries]
+        others = [e.id for e in self.bank.knowledge if e.id not in set(requirement_ids)]
+        others.sort(key=lambda i: self.bank.get(i).last_touched_at, reverse=True)
+        failures = (
+            self._s.rules.unresolved_entry_ids(self.bank)
+            if settings.restore_unresolved_failures
+            else []
+        )
+        for entry_id in [*requirement_ids, *others, *failures]:
             entry = self.bank.get(entry_id)
-            if entry is None:
+            if entry is None or entry.kind == "status":
                 continue
             line = f"- [{entry.id}] {entry.kind}: {entry.content}"
-            if estimate_tokens("\n".join([*lines, line])) <= budget:
+            if line not in lines and estimate_tokens("\n".join([*lines, line])) <= budget:
                 lines.append(line)
         return "\n".join(lines)
 

@@ -39,12 +39,12 @@ RESUME_PREFIX = "Memory: execution state restored from the saved session:\n"
 TASK_MAX_CHARS = 2000
 # MEMORY_SPEC §4 "Post-compaction restore": this stage does not arm the restore.
 WORKING_SET_RECALL = "working_set_recall"
-# §12.3: different commands failing with one environment-shaped problem signature
-# (missing command/module, permissions, network, …) needed to call it an
-# environment fault; a generic signature needs more evidence, since on the real
-# trajectories two commands exercising the same broken code also fail alike.
-ENV_COMMANDS = 2
-ENV_COMMANDS_GENERIC = 3
+# §13.2: a dead tool channel is this many different commands failing with the same
+# exit code and empty output.
+DEAD_CHANNEL_COMMANDS = 3
+# §13.3: the same problem line in this many failures within the last WINDOW calls.
+RECURRING_FAILURES = 3
+RECURRING_WINDOW = 12
 # MEMORY_SPEC §4 runPromptedStep: two consecutive llm timeouts back the tier off.
 TIMEOUT_BACKOFF = 2
 
@@ -66,6 +66,14 @@ class TrajectoryStep:
     tool_call_id: str | None = None
     paths: tuple[str, ...] = ()
     """Absolute workspace files the call named (its ``path`` arguments)."""
+    command: str = ""
+    """The call as a user would type it (§13.7)."""
+    shell: str | None = None
+    """The shell command line of a shell tool call."""
+    revert: bool = False
+    """A state change that only reverts (git checkout/restore/stash/reset, §13.1)."""
+    writes: tuple[str, ...] = ()
+    """Files the call writes, as it names them (§13.5)."""
 
     def to_policy(self) -> dict[str, Any]:
         """The step as the policy's trajectory input (§3 ``trajectory`` item)."""
@@ -161,3 +169,8 @@ class MiddlewareState:
     offer: RestoreOffer | None = None
     observed_session: str | None = None
     turn_aborted: bool = False
+    failures_this_turn: int = 0
+    """Failed calls so far in this agent-loop iteration: a later failure of the same
+    batch may only follow from an earlier one (§13.1 knock-on, not reminded)."""
+    spoken_steps: set[int] = field(default_factory=set)
+    """Tool steps a rules-tier note was attached to (bounded to the recent ones)."""

@@ -15,7 +15,8 @@ from clio_acp.memory.middleware.state import (
     DeferredReminder,
     collapse_keep_newlines,
 )
-from clio_acp.memory.rules import turn_end_text
+from clio_acp.memory.middleware.status import first_line
+from clio_acp.memory.reminders import blind_retry_text
 
 __all__ = ["TurnBoundaries"]
 
@@ -46,13 +47,18 @@ class TurnBoundaries:
         s.turn_aborted = False
         s.annotated.clear()
         s.spoke_this_boundary = False
+        s.failures_this_turn = 0
         if text and text.strip():
+            s.rules.problems_spoken.clear()
+            s.rules.unchanged_spoken.clear()
             s.current_task = text.strip()[:TASK_MAX_CHARS]
+            s.rules.goal = s.rules.goal or first_line(text)
             if settings.capture_requirements:
                 self._capture_requirements(text)
         effects: list[Effect] = []
         if s.compaction_pending:
             s.compaction_pending = False
+            self._refresh_status(settings)
             self._make_restore_offer(settings, RESTORE_PREFIX)
         if s.offer is not None:
             effects.append(s.offer.reminder())
@@ -84,6 +90,7 @@ class TurnBoundaries:
             return []
         if s.tool_step <= s.last_turn_end_step:
             return []  # §11.12: no-tool continuation
+        self._refresh_status(settings)  # §13.5
         match = self._unreported_repeated_failure(settings)
         s.last_turn_end_step = s.tool_step
         if match is None:
@@ -94,8 +101,10 @@ class TurnBoundaries:
             return []
         s.annotated_since_turn_end = False
         step, record = match
+        repeat = s.rules.repeats.get(step.key)
+        first = repeat.first_step if repeat is not None else record.first_step
         text = collapse_keep_newlines(
-            turn_end_text(record.entry_id, step.call, record.first_step, record.digest)
+            blind_retry_text(record.entry_id, step.command, first, record.digest, advice=False)
         )[: settings.max_output_tokens * 4]
         if settings.escalation and text == s.last_injected_message:
             self._emit(["repeated_failure"], "rules", "silent", "duplicate_reminder")

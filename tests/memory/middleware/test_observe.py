@@ -61,10 +61,13 @@ def test_second_identical_failure_with_nothing_in_between_is_annotated():
         'bash{"command":"python repro.py"} failed 2 times; first observed at step 1: '
         "ValueError: boom."
     )
+    # §13.7: the command as the user typed it, the step, the failure line, the id.
     assert effect.text == (
-        f'Memory: [{entry.id}] you already tried bash{{"command":"python repro.py"}} at step 1 '
-        "and it failed with ValueError: boom. Change the approach rather than repeating it."
+        f"Memory: [{entry.id}] you already ran `python repro.py` at step 1 and it failed "
+        "the same way, with nothing changed since: ValueError: boom. "
+        "Change the approach rather than repeating it."
     )
+    assert len(effect.text) <= 300
     assert entry.injection_count == 1
     row = sink.rows[-1]
     assert (row.trigger_reasons, row.tier, row.decision, row.reason, row.cited_entries) == (
@@ -77,7 +80,8 @@ def test_second_identical_failure_with_nothing_in_between_is_annotated():
 
 
 def test_edit_between_identical_failures_resets_the_repeat_count():
-    mw, _, _ = make()
+    # The blind-retry count restarts; what speaks instead is §13.1 (its own tests).
+    mw, _, _ = make(unchanged_after_edit=False)
     mw.turn_start("t1", "task")
     run(mw, bash("python repro.py"), FAIL)
     run(mw, bash("sed -i 's/a/b/' lib.py"), OK)
@@ -191,18 +195,57 @@ def test_different_commands_failing_with_the_same_environment_error_record_one_f
     mw, _, _ = make()
     mw.turn_start("t", "task")
     missing = ToolOutcome("bash: curl: command not found\n", True, 127)
+    # §13.2: the first sighting records knowledge and says nothing.
     assert run(mw, bash("curl http://a"), missing) == []
-    (effect,) = run(mw, bash("curl -s http://b | jq ."), missing)
-    assert effect.trigger == "environment"
     (entry,) = [e for e in mw.bank.knowledge if e.content.startswith("Environment:")]
     assert entry.content == (
-        "Environment: tool channel failing since step 1: bash: curl: command not found"
+        "Environment: bash: curl: command not found (first seen at step 1: `curl http://a`)"
     )
-    assert "Check the environment" in effect.text
-    # A third command failing alike adds no new entry and blames no command.
+    assert entry.origin == "rules"
+    # The second call failing alike reminds once, citing that entry.
+    (effect,) = run(mw, bash("curl -s http://b | jq ."), missing)
+    assert effect.trigger == "environment" and effect.cited == (entry.id,)
+    assert "environment, not code: bash: curl: command not found (steps 1, 2" in effect.text
+    assert len(effect.text) <= 300
+    # A third command failing alike adds no entry and no reminder…
     assert run(mw, bash("curl -v http://c"), missing) == []
     assert len([e for e in mw.bank.knowledge if e.content.startswith("Environment:")]) == 1
-    assert len(mw.bank.procedural) == 1  # only the first, before the fault was known
+    # …but repeat counting goes on (each command has its failure record).
+    assert len(mw.bank.procedural) == 3
+
+
+def test_environment_reminder_does_not_stop_the_blind_retry_count():
+    mw, _, _ = make(loop_stop_repeats=3)
+    mw.turn_start("t", "task")
+    missing = ToolOutcome("bash: sshpass: command not found\n", True, 127)
+    run(mw, bash("sshpass -p x ssh h"), missing)
+    (env,) = run(mw, bash("sshpass -p x git push"), missing)
+    assert env.trigger == "environment"
+    (again,) = run(mw, bash("sshpass -p x git push"), missing)
+    assert again.trigger == "repeated_failure"  # caught at its second occurrence
+    effects = run(mw, bash("sshpass -p x git push"), missing)
+    assert any(isinstance(e, StopTurn) for e in effects)  # the loop stop still comes
+
+
+def test_code_errors_across_commands_are_not_environment_faults():
+    mw, _, _ = make()
+    mw.turn_start("t", "task")
+    regex = ToolOutcome(
+        "Traceback (most recent call last):\nre.error: bad escape \\g at position 4\n", True, 1
+    )
+    for command in ("python a.py", "python b.py", "python -c 'import a'"):
+        effects = run(mw, bash(command), regex)
+        assert all(e.trigger != "environment" for e in effects)
+    linkcheck = ToolOutcome(
+        "(line    1) broken    https://nohost - HTTPSConnectionPool(host='nohost', port=443): "
+        "Max retries exceeded (Caused by NameResolutionError(\"Failed to resolve 'nohost'\"))\n"
+        "build finished with problems, 1 warning.\n",
+        True,
+        1,
+    )
+    run(mw, bash("sphinx-build -b linkcheck . _build"), linkcheck)
+    run(mw, bash("cd docs && sphinx-build -b linkcheck . out"), linkcheck)
+    assert not [e for e in mw.bank.knowledge if e.content.startswith("Environment:")]
 
 
 def test_environmental_detection_is_switchable():
@@ -417,7 +460,8 @@ def test_activity_ring_keeps_the_newest_20_events_and_board_shows_them():
     assert len(sink.rows) == 25
     board = mw.board()
     assert len(board["activity"]) == 20
-    assert board["activity"][0]["line"] == "turn_end silent no_repeated_failure"
+    # The rules status was refreshed at this turn end: one bank write (§13.5).
+    assert board["activity"][0]["line"] == "turn_end silent no_repeated_failure 1w"
     assert board["tier"] == "rules" and board["stepInFlight"] is False
 
 
