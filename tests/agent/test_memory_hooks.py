@@ -49,7 +49,7 @@ def test_repeated_failure_reaches_the_loop_as_a_port_annotation(tmp_path):
     assert observe(h, "c1", "python repro.py", **FAIL) == []
     (effect,) = observe(h, "c2", "python repro.py", **FAIL)
     assert isinstance(effect, port.AnnotateToolResult)
-    assert effect.text.startswith("Memory: [tm-p-1] you already tried")
+    assert effect.text.startswith("Memory: [tm-p-1] you already ran `python repro.py`")
     assert effect.cited == ("tm-p-1",)
     rows = resolve_paths().steps_file.read_text().splitlines()
     assert parse_step_line(rows[-1]).decision == "injected"
@@ -64,7 +64,10 @@ def test_edit_category_counts_as_a_state_change(tmp_path):
         "S1",
         port.ToolObservation("e1", "edit_file", {"path": "a.py"}, True, "ok", category="edit"),
     )
-    assert observe(h, "c2", "python repro.py", **FAIL) == []
+    # Not a blind retry any more: what speaks is §13.1, naming the edit.
+    (effect,) = observe(h, "c2", "python repro.py", **FAIL)
+    assert effect.trigger == "unchanged_after_edit"
+    assert "a.py (step 2)" in effect.text
 
 
 def test_loop_stop_becomes_a_port_stop_turn(tmp_path):

@@ -48,7 +48,13 @@ async def test_load_replays_whole_history_in_a_fresh_manager(
             "tool",
             "assistant",
             "user",
+            "user",
         ]
+        # §12.6/§13.5: the resumed session's state comes back first — the status the
+        # rules tier wrote (goal, last command, steps).
+        restore = str(messages[-2]["content"]) + str(messages[-1]["content"])
+        assert "execution state restored from the saved session" in restore
+        assert "Goal: read a.txt." in restore
     finally:
         await other.aclose()
 

@@ -78,7 +78,7 @@ class FailureOutcome:
 
 
 class RulesTriggers:
-    """Mixin of ``MemoryMiddleware`` (through ``ToolObservation``): §13.1–§13.3."""
+    """Mixin of ``MemoryMiddleware`` (through ``RulesTierObservation``): §13.1–§13.3."""
 
     # -- §13.1 ------------------------------------------------------------------------
 
