@@ -17,6 +17,7 @@ from clio_acp.agent.tools import (
     Workspace,
     WorkspaceError,
 )
+from tests.support.waiting import process_gone, read_pid, wait_until
 
 
 @pytest.fixture
@@ -113,14 +114,18 @@ def test_bad_arguments_are_reported_not_raised_later(ws):
         reg.parse_args("nope", "{}")
 
 
-async def test_cancelling_a_command_task_kills_it_promptly(ws):
+async def test_cancelling_a_command_task_kills_its_whole_process_group_promptly(ws):
+    # The shell starts a grandchild and waits for it: only a kill of the process group
+    # (not of the shell alone, and not the task's cancellation by itself) ends it.
     reg = ToolRegistry()
-    parsed = reg.parse_args("run_command", json.dumps({"command": "sleep 30"}))
+    command = "sleep 30 & echo $! > child.pid; wait"
+    parsed = reg.parse_args("run_command", json.dumps({"command": command}))
     task = asyncio.create_task(reg.execute("run_command", parsed, ctx_for(ws)))
-    await asyncio.sleep(0.3)
+    child = await wait_until(lambda: read_pid(ws / "child.pid"))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
+    await wait_until(lambda: process_gone(child), timeout_s=5)
 
 
 async def test_write_never_goes_through_a_hard_link_to_a_file_outside(ws, tmp_path):

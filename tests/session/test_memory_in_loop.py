@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 
 import pytest
 
 from clio_acp.paths import resolve_paths
+from clio_acp.session import manager as manager_module
 from clio_acp.session.manager import SessionManager
 from clio_acp.settings import load_settings
 from tests.support.model_server import Reply, ToolCall
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -67,10 +71,14 @@ async def test_fifth_identical_failure_stops_the_turn_with_a_notice(
 
 
 async def test_workspace_change_between_failures_means_no_blind_retry(
-    rules_manager, workspace, model_server, recorder
+    rules_manager, workspace, model_server, recorder, monkeypatch
 ):
-    import time
-
+    # The user edits a file in the editor between the two runs, after the watcher's
+    # grace period for the agent's own tool; the second request is held until the
+    # watcher has told memory about it.
+    monkeypatch.setattr(manager_module, "WATCH_GRACE_S", 0.5)
+    second_request = threading.Event()
+    edited = threading.Event()
     state = {"n": 0}
 
     def responder(body):
@@ -78,18 +86,26 @@ async def test_workspace_change_between_failures_means_no_blind_retry(
         if state["n"] == 1:
             return _fail_call(1)
         if state["n"] == 2:
-            # The user edits a file in the editor between the two runs (after the
-            # watcher's grace period for the agent's own tool).
-            time.sleep(3.5)
-            (workspace / "config.yaml").write_text("fixed: true\n")
-            time.sleep(2.0)
+            second_request.set()
+            assert edited.wait(timeout=30), "the test never made its edit"
             return _fail_call(2)
         return Reply(text="done")
 
     model_server.responder = responder
     session = await rules_manager.new_session(workspace, mode="bypass")
     session.subscribe(recorder)
-    await session.prompt("run it again after my fix")
+    turn = asyncio.create_task(session.prompt("run it again after my fix"))
+    try:
+        await asyncio.wait_for(asyncio.to_thread(second_request.wait), 30)
+        epoch = session.memory.counters()["stateEpoch"]
+        await wait_until(
+            lambda: time.monotonic() - session.loop.last_tool_end > manager_module.WATCH_GRACE_S
+        )
+        (workspace / "config.yaml").write_text("fixed: true\n")
+        await wait_until(lambda: session.memory.counters()["stateEpoch"] > epoch)
+    finally:
+        edited.set()
+    await turn
     finished = recorder.of("tool_call_finished")
     assert len(finished) == 2
     assert finished[1].annotation is None

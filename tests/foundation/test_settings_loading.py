@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -14,6 +15,7 @@ from clio_acp.settings import (
     load_settings,
     settings_path,
 )
+from tests.support.waiting import wait_until
 
 GOOD = """\
 targets:
@@ -138,12 +140,16 @@ async def test_store_reloads_the_file_live(tmp_path):
     store.subscribe(seen.put_nowait)
     stop = asyncio.Event()
     watcher = asyncio.create_task(store.watch(stop, debounce_ms=50))
-    await asyncio.sleep(0.3)  # let the watcher start
-    path.write_text("context:\n  memory:\n    enabled: false\n")
-    fresh = await asyncio.wait_for(seen.get(), timeout=20)
+    await wait_until(path.parent.is_dir)  # the watcher creates the folder it watches
+    async with asyncio.timeout(20):
+        while seen.empty():  # the watcher may not be up yet: save until it reports one
+            path.write_text("context:\n  memory:\n    enabled: false\n")
+            with contextlib.suppress(AssertionError):
+                await wait_until(lambda: not seen.empty(), timeout_s=0.5)
+    fresh = seen.get_nowait()
     assert fresh.context.memory.enabled is False and store().context.memory.enabled is False
     path.write_text("context: [broken\n")
-    await asyncio.sleep(1.0)
+    await wait_until(lambda: store.error is not None)
     assert store().context.memory.enabled is False  # previous good stays
     stop.set()
     await asyncio.wait_for(watcher, timeout=10)
