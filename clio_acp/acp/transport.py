@@ -210,7 +210,10 @@ class LineTransport:
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one message as one line; raises ``ConnectionError`` once closed."""
-        data = (json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+        # A lone surrogate (echoed from a client's "\ud800" escape) is only ever inside
+        # a JSON string, where backslashreplace writes the same valid escape back.
+        data = text.encode("utf-8", "backslashreplace")
         await self._write(data)
         if "method" not in message and "id" in message:
             for callback in self._after.pop(_id_key(message["id"]), []):
@@ -227,7 +230,8 @@ class LineTransport:
                 continue
             try:
                 message = json.loads(line)
-            except (ValueError, UnicodeDecodeError) as exc:
+            except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                # RecursionError: JSON nested deeper than the parser's stack (issue 17).
                 log.warning("unparseable line on stdin (%d bytes): %s", len(line), exc)
                 await self._reply_error(None, PARSE_ERROR, "Parse error", str(exc))
                 continue

@@ -135,6 +135,7 @@ class _MalformedRequest:
     method: str
     message: str
     jsonrpc: str = JsonRPCProtocol.VERSION
+    code: int = INVALID_PARAMS
 
 
 class ClioLanguageServerProtocol(LanguageServerProtocol):
@@ -176,23 +177,37 @@ class ClioLanguageServerProtocol(LanguageServerProtocol):
     def structure_message(self, data: dict[str, Any]) -> Any:
         # pygls 2.1.1: a request whose params fail to structure raises out of the
         # reader loop, which logs it and never answers; the client waits forever.
+        # This is json.loads' object_hook: it also sees every object nested in params.
+        # One of those that looks like a message but does not structure is kept as a
+        # plain dict (raising would lose the whole message and its reply, issue 17).
+        is_request = "id" in data and isinstance(data.get("method"), str)
         try:
-            return super().structure_message(data)
-        except JsonRpcException as exc:
-            if "id" in data and isinstance(data.get("method"), str):
+            structured = super().structure_message(data)
+        except JsonRpcException:
+            if is_request:
                 return _MalformedRequest(
                     id=data["id"],
                     method=data["method"],
                     message=f"Invalid params for {data['method']}",
                 )
-            raise exc
+            return data
+        if is_request and "jsonrpc" in data and not isinstance(structured, RPCRequest):
+            # A notification method sent with an id (``initialized``, ``$/cancelRequest``)
+            # structures as a notification and would never be answered.
+            return _MalformedRequest(
+                id=data["id"],
+                method=data["method"],
+                message=f"{data['method']} is a notification, not a request",
+                code=INVALID_REQUEST,
+            )
+        return structured
 
     def handle_message(self, message: Any) -> None:
         # Replaces pygls 2.1.1 JsonRPCProtocol.handle_message, which silently drops every
         # message after `shutdown` (LSP 3.17 wants InvalidRequest for requests) and
         # does not refuse requests before `initialize` (ServerNotInitialized).
         if isinstance(message, _MalformedRequest):
-            self._send_error(message.id, INVALID_PARAMS, message.message)
+            self._send_error(message.id, message.code, message.message)
             return
         if getattr(message, "jsonrpc", None) != JsonRPCProtocol.VERSION:
             logger.warning("Ignoring a message that is not JSON-RPC 2.0")
