@@ -177,7 +177,8 @@ async def replay_recording(
     recording continues, so later calls are still observed; the stop is reported
     once per key and that key stays silent afterwards (a live session would have
     ended the turn there)."""
-    source = settings if callable(settings) else (lambda: settings or MemorySettings())
+    fixed = settings if isinstance(settings, MemorySettings) else MemorySettings()
+    source = settings if callable(settings) else (lambda: fixed)  # built once, not per hook
     sink = MemorySinkList()
     mw = MemoryMiddleware(
         source,

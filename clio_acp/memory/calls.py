@@ -15,10 +15,10 @@ import json
 import math
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
-from functools import lru_cache
+from functools import lru_cache, wraps
 from typing import Any, Literal
 
 from clio_acp.memory.redact import redact_secrets_text
@@ -51,6 +51,10 @@ DIGEST_MAX_BYTES = 240
 # MEMORY_SPEC §4: callDescription is the collapsed canonical text cut to 180 chars + "…".
 CALL_DESCRIPTION_MAX_CHARS = 180
 UNREPRESENTABLE = "<unrepresentable>"
+# Digests and signatures of recent texts are memoised (a rerun fails the same way);
+# texts longer than this are not kept alive by the cache.
+MEMO_ENTRIES = 512
+MEMO_MAX_CHARS = 65_536
 
 _WS = re.compile(r"\s+")
 # MEMORY_SPEC §4: the legacy digest takes the first line naming a problem.
@@ -135,6 +139,20 @@ def call_description(canonical: str) -> str:
     return text
 
 
+def _memo_text(func: Callable[[str], str]) -> Callable[[str], str]:
+    """Memoise a pure function of one text: a failing command is usually rerun with
+    the same output, and its digest and signatures are wanted more than once per
+    event. Texts over ``MEMO_MAX_CHARS`` are computed every time (not kept alive)."""
+    cached = lru_cache(maxsize=MEMO_ENTRIES)(func)
+
+    @wraps(func)
+    def memoised(text: str) -> str:
+        return func(text) if len(text) > MEMO_MAX_CHARS else cached(text)
+
+    return memoised
+
+
+@_memo_text
 def cap_digest(text: str) -> str:
     """Redact secrets (§8), collapse whitespace, cap at 240 UTF-8 bytes (§4).
 
@@ -150,6 +168,7 @@ def cap_digest(text: str) -> str:
 _BANNER = re.compile(r"^[=\-*_#~ ]{3,}\s*[\w ]{0,40}?\s*[=\-*_#~ ]{3,}$")
 
 
+@_memo_text
 def _problem_line(text: str) -> str:
     lines = [
         line.strip()
@@ -212,6 +231,7 @@ SIGNATURE_HEAD_CHARS = 2000
 SIGNATURE_TAIL_CHARS = 6000
 
 
+@_memo_text
 def _mask_volatile(text: str) -> str:
     if len(text) > SIGNATURE_HEAD_CHARS + SIGNATURE_TAIL_CHARS:
         text = text[:SIGNATURE_HEAD_CHARS] + "\n…\n" + text[-SIGNATURE_TAIL_CHARS:]
@@ -256,7 +276,7 @@ def meaningful_signature(signature: str) -> bool:
     """True when a problem signature says something (an empty output counts; a bare
     prompt such as ``>`` or a line without a word does not), so that unrelated
     failures are never grouped as one environment fault by accident."""
-    return signature == "<empty output>" or bool(re.search(r"[A-Za-z]{3,}", signature))
+    return signature == "<empty output>" or bool(_WORD.search(signature))
 
 
 def looks_environmental(signature: str) -> bool:
@@ -267,6 +287,12 @@ def looks_environmental(signature: str) -> bool:
 
 # -- shell parsing ------------------------------------------------------------------
 
+# Precompiled once: these run on every observed shell command.
+_ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_PYTHON = re.compile(r"^python[\d.]*$")
+_SHORT_I_FLAG = re.compile(r"^-[a-zA-Z]*i")
+_TAR_WRITES = re.compile(r"^-?[a-zA-Z]*[xc]")
+_WORD = re.compile(r"[A-Za-z]{3,}")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
 _SEPARATORS = {"&&", "||", ";", "|", "|&", "&", "(", ")", ";;", "\n"}
 _REDIRECT_WRITE = {">", ">>", ">|", "&>", "&>>"}
@@ -337,7 +363,7 @@ def _program(words: list[str]) -> tuple[str, list[str]]:
     i = 0
     while i < len(words):
         word = words[i]
-        if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", word):
+        if _ENV_ASSIGNMENT.match(word):
             i += 1
             continue
         base = word.rsplit("/", 1)[-1]
@@ -348,7 +374,7 @@ def _program(words: list[str]) -> tuple[str, list[str]]:
             continue
         if base == "timeout":
             i += 1
-            while i < len(words) and (words[i].startswith("-") or re.match(r"^\d", words[i])):
+            while i < len(words) and (words[i].startswith("-") or words[i][:1].isdigit()):
                 i += 1
             continue
         return base, words[i + 1 :]
@@ -357,7 +383,7 @@ def _program(words: list[str]) -> tuple[str, list[str]]:
 
 def _module_program(program: str, args: list[str]) -> tuple[str, list[str]]:
     """``python -m pylint x`` → (``pylint``, [x]); other programs unchanged."""
-    if re.match(r"^python[\d.]*$", program) and len(args) >= 2 and args[0] == "-m":
+    if _PYTHON.match(program) and len(args) >= 2 and args[0] == "-m":
         return args[1], args[2:]
     return program, args
 
@@ -539,22 +565,21 @@ def _simple_command_changes(words: list[str]) -> bool:
         return False
     if program == "sed" or program == "gsed":
         return any(
-            a == "--in-place" or a.startswith("--in-place=") or re.match(r"^-[a-zA-Z]*i", a)
-            for a in args
+            a == "--in-place" or a.startswith("--in-place=") or _SHORT_I_FLAG.match(a) for a in args
         )
     if program == "perl":
-        return any(re.match(r"^-[a-zA-Z]*i", a) for a in args)
+        return any(_SHORT_I_FLAG.match(a) for a in args)
     if program in _FILE_PROGRAMS:
         return not (program == "tee" and all(a in _NULL_TARGETS for a in args))
     if program == "tar":
-        return any(re.match(r"^-?[a-zA-Z]*[xc]", a) for a in args[:1]) or "--extract" in args
+        return any(_TAR_WRITES.match(a) for a in args[:1]) or "--extract" in args
     if program == "git":
         sub = next((a for a in args if not a.startswith("-")), "")
         return sub in _GIT_CHANGES
     if program in _PACKAGE_MANAGERS:
         sub = next((a for a in args if not a.startswith("-")), "")
         return sub in _PACKAGE_MANAGERS[program]
-    if re.match(r"^python[\d.]*$", program):
+    if _PYTHON.match(program):
         if args[:1] == ["-c"] and len(args) > 1:
             return bool(_PY_WRITES.search(args[1]))
         script = next((a for a in args if not a.startswith("-")), "")

@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -246,6 +247,24 @@ class TelemetrySink:
         self.path = path
         self.rows_written = 0
 
+    @property
+    def keeps_rows(self) -> bool:
+        """False when rows go nowhere (no path): they are then not even validated."""
+        return self.path is not None
+
+    def emit_row(self, row: Mapping[str, Any]) -> None:
+        """Validate one v2 row (camelCase keys; the only validation a row gets: the
+        §5 schema and the ``gates`` vocabulary) and ``emit`` it. An invalid row is
+        logged at debug level and dropped; never raises."""
+        if not self.keeps_rows:
+            return
+        try:
+            record = StepRecord.model_validate(row)
+        except ValueError:
+            log.debug("memory telemetry row rejected", exc_info=True)
+            return
+        self.emit(record)
+
     def emit(self, record: StepRecord) -> None:
         """Append ``record`` as one line (rotating first); never raises."""
         if self.path is None:
@@ -274,6 +293,11 @@ class MemorySinkList(TelemetrySink):
     def __init__(self) -> None:
         super().__init__(None)
         self.rows: list[StepRecord] = []
+
+    @property
+    def keeps_rows(self) -> bool:
+        """Always: the rows are the point of this sink."""
+        return True
 
     def emit(self, record: StepRecord) -> None:
         """Keep ``record`` in ``rows``."""

@@ -21,6 +21,7 @@ from clio_acp.memory.spend import (
 )
 from clio_acp.memory.telemetry import (
     ROTATE_BYTES,
+    MemorySinkList,
     MemoryTrace,
     StepRecord,
     TelemetrySink,
@@ -273,3 +274,39 @@ def test_trace_file_is_readable_by_the_user_only(tmp_path) -> None:
     fresh = tmp_path / "sub" / "trace2.jsonl"
     MemoryTrace(fresh).write(kind="x")
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
+
+
+def _row(**change):
+    from clio_acp.memory.telemetry import empty_delta
+
+    row = {
+        "version": 2,
+        "at": "2026-01-02T03:04:05.678Z",
+        "triggerReasons": ["turn_end"],
+        "tier": "rules",
+        "bankDelta": empty_delta(),
+        "decision": "silent",
+        "reason": "no_repeated_failure",
+        "bankOperations": 0,
+        "droppedOperations": 0,
+        "citedEntries": 0,
+        "tokenCost": {"input": 0, "output": 0, "total": 0},
+        "latencyMs": 0.0,
+    }
+    return {**row, **change}
+
+
+def test_the_sink_validates_each_row_once_and_drops_an_invalid_one(tmp_path):
+    sink = MemorySinkList()
+    sink.emit_row(_row())
+    sink.emit_row(_row(reason="not_a_reason"))  # a vocabulary drift: dropped, no raise
+    assert [r.reason for r in sink.rows] == ["no_repeated_failure"]
+    path = tmp_path / "steps.jsonl"
+    TelemetrySink(path).emit_row(_row())
+    assert parse_step_line(path.read_text().splitlines()[0]).reason == "no_repeated_failure"
+
+
+def test_a_sink_without_a_path_keeps_nothing():
+    sink = TelemetrySink(None)
+    assert not sink.keeps_rows
+    sink.emit_row(_row(reason="not_a_reason"))  # not even validated

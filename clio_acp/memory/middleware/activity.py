@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from clio_acp.memory.telemetry import BankDelta, StepRecord, bank_delta
+from clio_acp.memory.telemetry import BankDelta, bank_delta
 from clio_acp.timestamps import utc_now
 
 __all__ = ["ActivityLog", "render_activity"]
@@ -58,7 +58,7 @@ def _step_row(
         "at": at,
         "triggerReasons": triggers,
         "tier": tier,
-        "bankDelta": delta.model_dump(),
+        "bankDelta": delta,  # already a validated BankDelta
         "decision": decision,
         "reason": reason,
         "bankOperations": counts["bank_operations"],
@@ -150,9 +150,9 @@ class ActivityLog:
             (target_id, model_id), decoding,
         )  # fmt: skip
         try:
-            self.telemetry.emit(StepRecord.model_validate(row))
+            self.telemetry.emit_row(row)  # validated there, once (§5)
         except Exception:
-            log.debug("memory telemetry row rejected", exc_info=True)
+            log.debug("memory telemetry sink failed", exc_info=True)
         event = {
             "at": at,
             "triggerReasons": unique,

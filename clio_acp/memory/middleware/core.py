@@ -119,6 +119,8 @@ class MemoryMiddleware(
         """The live memory settings (read on every hook; defaults when the source
         returns something else)."""
         value = self._settings_source()
+        if isinstance(value, MemorySettings):
+            return value
         context = getattr(value, "context", None)
         if context is not None and hasattr(context, "memory"):
             value = context.memory

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from clio_acp.memory.calls import (
+    UNREPRESENTABLE,
     call_description,
     canonical_call,
     cap_digest,
@@ -109,6 +110,40 @@ def failure_line(record: FailureRecord) -> str:
     return f"{display_call(record.call)} — failed {times} since step {record.first_step}; last: {record.digest}"
 
 
+_FACTS: dict[tuple[str, str, str | None, Path | None], dict[str, Any]] = {}
+FACTS_CACHE_ENTRIES = 1024
+
+
+def _call_facts(
+    name: str, canonical: str, args: Any, kind: str | None, root: Path | None
+) -> dict[str, Any]:
+    """The ``TrajectoryStep`` fields that depend on the call alone (fingerprint,
+    description, state-changing, paths, the command as typed, shell text, revert,
+    written files). The same call recurs through a session (reruns, reads), so the
+    shell parsing behind them runs once per distinct canonical call; every value is
+    immutable, so a cached dict is safe to spread into each new step."""
+    key = (name, canonical, kind, root)
+    facts = _FACTS.get(key)
+    if facts is not None:
+        return facts
+    changing = is_state_changing(name, args, kind)
+    facts = {
+        "fingerprint": operation_fingerprint(canonical),
+        "call": call_description(canonical),
+        "state_changing": changing,
+        "paths": call_paths(args, root),
+        "command": typed_command(name, args),
+        "shell": shell_command_of(name, args),
+        "revert": changing and is_revert(name, args),
+        "writes": changed_paths(name, args, kind) if changing else (),
+    }
+    if not canonical.endswith(UNREPRESENTABLE):  # other args would share the key
+        if len(_FACTS) >= FACTS_CACHE_ENTRIES:
+            _FACTS.clear()
+        _FACTS[key] = facts
+    return facts
+
+
 def _errors_of(trajectory: Any, fingerprint: str) -> int:
     return sum(1 for t in trajectory if t.outcome == "error" and t.fingerprint == fingerprint)
 
@@ -121,20 +156,8 @@ class RulesTierObservation(RulesTriggers):
         if not name:
             return None  # §4: no tool name → ignored entirely
         canonical = canonical_call(name, call.args)
-        changing = is_state_changing(name, call.args, call.kind)
-        return TrajectoryStep(
-            step=0,
-            tool_name=name,
-            fingerprint=operation_fingerprint(canonical),
-            call=call_description(canonical),
-            tool_call_id=call.tool_call_id,
-            state_changing=changing,
-            paths=call_paths(call.args, self.workspace_root),
-            command=typed_command(name, call.args),
-            shell=shell_command_of(name, call.args),
-            revert=changing and is_revert(name, call.args),
-            writes=changed_paths(name, call.args, call.kind) if changing else (),
-        )
+        facts = _call_facts(name, canonical, call.args, call.kind, self.workspace_root)
+        return TrajectoryStep(step=0, tool_name=name, tool_call_id=call.tool_call_id, **facts)
 
     def before_tool(self, call: ToolCall, *, session_id: str | None = None) -> list[Effect]:
         """§4: prepare the step and keep it under ``tool_call_id`` (or
