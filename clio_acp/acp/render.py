@@ -145,3 +145,45 @@ def render_promotion(result: Any, entry_id: str, scope: str) -> str:
         f"Proposed {result.record_id} ({scope}, unapproved). "
         f"Approve with /memory approve {result.record_id}.\n"
     )
+
+
+def render_workspace(result: dict[str, Any]) -> str:
+    """``/workspace``: a page of keys, or one value (``commands.workspace``)."""
+    if "key" in result:
+        return _render_value(result)
+    values = result.get("values") or []
+    if not values:
+        return "No workspace values in this session.\n"
+    more = result.get("nextCursor")
+    lines = [f"Workspace values ({len(values)}{'+' if more else ''}):"]
+    lines += [f"- {v['key']} ({v['chars']} chars, updated {v['updatedAt']})" for v in values]
+    if more:
+        lines.append(f"More: /workspace --cursor {more}")
+    lines.append("Show one with /workspace KEY.")
+    return "\n".join(lines) + "\n"
+
+
+def _render_value(read: dict[str, Any]) -> str:
+    head = f"{read['key']} ({read['totalChars']} chars)"
+    end = read["nextOffset"] if read["nextOffset"] is not None else read["totalChars"]
+    if read["offset"] or read["nextOffset"] is not None:
+        head += f", chars {read['offset']}-{end}"
+    text = f"{head}:\n\n{read['text']}\n"
+    if read["nextOffset"] is not None:
+        text += f"\nMore: /workspace {read['key']} --offset {read['nextOffset']}\n"
+    return text
+
+
+def render_event_proposal(result: dict[str, Any], event: str) -> str:
+    """``/memory propose-event``: the acknowledgement request, or the proposed record."""
+    if result.get("status") == "needs_acknowledgement":
+        return (
+            "Global scope applies to every repository: repeat with "
+            f"`/memory propose-event {event} global ack` to confirm.\n"
+        )
+    verb = "Proposed" if result.get("created") else "Already proposed:"
+    return (
+        f"{verb} {result['recordId']} ({result['scope']}, unapproved) from "
+        f"{result['evidenceRef']}: {result['lesson']}\n"
+        f"Approve with /memory approve {result['recordId']}.\n"
+    )

@@ -1,5 +1,5 @@
 """The prompt's text and our slash commands (``/memory``, ``/usage``, ``/handoff``,
-``/compact``; advertised by ``available_commands_update``).
+``/compact``, ``/workspace``; advertised by ``available_commands_update``).
 
 Owns parsing only: a prompt's content blocks become text, a slash command becomes a
 call to ``clio_acp.session.commands`` (shared with the LSP face) whose result
@@ -72,7 +72,12 @@ def parse_slash(text: str) -> tuple[str, list[str]] | None:
 
 
 PROMOTE_USAGE = "usage: /memory promote ENTRY_ID repo|global [ack]"
-UNKNOWN_VERB = "unknown verb {verb!r}; use seed, approve ID, reject ID or promote ENTRY repo|global"
+PROPOSE_EVENT_USAGE = "usage: /memory propose-event EVENT|SESSION:EVENT repo|global [ack] [TEXT…]"
+WORKSPACE_USAGE = "usage: /workspace [KEY [--offset N]] [--cursor C]"
+UNKNOWN_VERB = (
+    "unknown verb {verb!r}; use seed, approve ID, reject ID, promote ENTRY repo|global "
+    "or propose-event EVENT repo|global"
+)
 
 
 async def run_slash_command(
@@ -92,6 +97,10 @@ async def run_slash_command(
     if name == "compact":
         await core.commands.compact(session)
         return "Compaction done.\n"
+    if name == "workspace":
+        key, offset, cursor = _workspace_args(args)
+        result = await core.commands.workspace(session, key, offset=offset, cursor=cursor)
+        return render.render_workspace(result)
     raise ValueError(f"unknown command /{name}")
 
 
@@ -119,4 +128,46 @@ async def _memory(session: Session, paths: Paths, args: list[str]) -> str:
             session, paths, rest[0], rest[1], acknowledge_global=ack
         )
         return render.render_promotion(result, rest[0], rest[1])
+    if verb == "propose-event":
+        return await _propose_event(session, paths, rest)
     raise ValueError(UNKNOWN_VERB.format(verb=verb))
+
+
+async def _propose_event(session: Session, paths: Paths, rest: list[str]) -> str:
+    """``/memory propose-event EVENT repo|global [ack] [TEXT…]``."""
+    if len(rest) < 2 or rest[1] not in ("repo", "global"):
+        raise ValueError(PROPOSE_EVENT_USAGE)
+    ack = rest[1] == "global" and rest[2:3] == ["ack"]
+    words = rest[3:] if ack else rest[2:]
+    result = await core.commands.propose_event(
+        session,
+        paths,
+        rest[0],
+        rest[1],
+        acknowledge_global=ack,
+        content=" ".join(words) or None,
+    )
+    return render.render_event_proposal(result, rest[0])
+
+
+def _workspace_args(args: list[str]) -> tuple[str | None, int, str | None]:
+    """(key, offset, cursor) of ``/workspace [KEY] [--offset N] [--cursor C]``."""
+    key: str | None = None
+    offset, cursor = 0, None
+    words = iter(args)
+    for word in words:
+        if word in ("--offset", "--cursor"):
+            value = next(words, None)
+            if value is None:
+                raise ValueError(WORKSPACE_USAGE)
+            if word == "--cursor":
+                cursor = value
+            elif value.isdigit():
+                offset = int(value)
+            else:
+                raise ValueError(WORKSPACE_USAGE)
+        elif key is None:
+            key = word
+        else:
+            raise ValueError(WORKSPACE_USAGE)
+    return key, offset, cursor

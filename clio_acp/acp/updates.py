@@ -199,12 +199,19 @@ SLASH_COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand(
         "memory",
         "Task memory board: tier, last decision, bank, activity, spend. "
-        "Verbs: seed, approve ID, reject ID, promote ENTRY repo|global",
-        "[seed | approve ID | reject ID | promote ENTRY repo|global]",
+        "Verbs: seed, approve ID, reject ID, promote ENTRY repo|global, "
+        "propose-event EVENT repo|global [TEXT]",
+        "[seed | approve ID | reject ID | promote ENTRY repo|global | "
+        "propose-event EVENT repo|global [ack] [TEXT]]",
     ),
     SlashCommand("usage", "Token usage of this session (chat and memory)"),
     SlashCommand("handoff", "Write a handoff snapshot of this task (works without a model)"),
     SlashCommand("compact", "Compact the conversation now (summary + recent tail)"),
+    SlashCommand(
+        "workspace",
+        "Named text values the agent kept (workspace_write): the keys, or one value",
+        "[KEY [--offset N] | --cursor C]",
+    ),
 )
 """Issue 7 item 5: the slash commands sent in ``available_commands_update``."""
 

@@ -57,7 +57,7 @@ async def _run_async(args: argparse.Namespace) -> int:
         try:
             if args.key is None:
                 result = await views.list_values(journal, session_id, cursor=args.cursor)
-                text = views.render_listing(result).replace("/workspace --cursor", "--cursor")
+                text = _listing(result)
             else:
                 result = await views.read_value(
                     journal, session_id, args.key, offset=args.offset, max_chars=args.max_chars
@@ -72,6 +72,16 @@ async def _run_async(args: argparse.Namespace) -> int:
         return 0
     finally:
         await journal.aclose()
+
+
+def _listing(result: dict) -> str:
+    values = result["values"]
+    if not values:
+        return "no workspace values in this session\n"
+    lines = [f"- {v['key']} ({v['chars']} chars, updated {v['updatedAt']})" for v in values]
+    if result["nextCursor"]:
+        print(f"more: --cursor {result['nextCursor']}", file=sys.stderr)
+    return "\n".join(lines) + "\n"
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -9,7 +9,8 @@ in ``stdio.py``. Protocol translation only: no agent or memory logic here.
 
 Commands (arguments are one JSON object, or a bare string for the obvious field):
 ``clio.prompt``, ``clio.cancel``, ``clio.session.new|load|list|fork|close``,
-``clio.memory.show|approve|reject|promote|seed``, ``clio.handoff``, ``clio.usage``.
+``clio.memory.show|approve|reject|promote|proposeEvent|seed``, ``clio.handoff``,
+``clio.usage``, ``clio.workspace``.
 Notifications: ``clio/sessionUpdate`` (server→client, one session event),
 ``clio/sessionChanged`` (client→server). See ``docs/editors/lsp.md``.
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from lsprotocol import types
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 from pygls.capabilities import get_capability
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
@@ -228,6 +229,28 @@ class PromoteArgs(_Args):
 
 class ShowArgs(_Args):
     proposals: list[str] | None = None
+
+
+class ProposeEventArgs(_Args):
+    event: str = Field(min_length=1)
+    """``SEQ`` (an event of the session) or ``SESSION:SEQ``."""
+    scope: Literal["repo", "global"] = "repo"
+    acknowledge_global: bool = False
+    content: str | None = None
+    session_id: str | None = None
+
+    @field_validator("event", mode="before")
+    @classmethod
+    def _seq_as_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class WorkspaceArgs(_Args):
+    session_id: str | None = None
+    key: str | None = None
+    offset: int = Field(default=0, ge=0)
+    cursor: str | None = None
+    max_chars: int | None = Field(default=None, ge=1, le=32_768)
 
 
 def _plain(value: Any) -> Any:
@@ -535,6 +558,24 @@ async def memory_promote(ls: ClioLanguageServer, *args: Any) -> Any:
     return result.to_wire()
 
 
+@command("clio.memory.proposeEvent")
+async def memory_propose_event(ls: ClioLanguageServer, *args: Any) -> Any:
+    parsed = _args(ProposeEventArgs, args, bare="event")
+    session = ls.face.require_session(parsed.session_id)
+    result = await _core(
+        commands.propose_event(
+            session,
+            ls.paths,
+            parsed.event,
+            parsed.scope,
+            acknowledge_global=parsed.acknowledge_global,
+            content=parsed.content,
+        )
+    )
+    await ls.face.refresh_proposals()
+    return result
+
+
 @command("clio.memory.seed")
 async def memory_seed(ls: ClioLanguageServer, *args: Any) -> Any:
     parsed = _args(SessionArgs, args, bare="sessionId")
@@ -555,3 +596,18 @@ async def usage(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     _args(SessionArgs, args, bare="sessionId")
     report = commands.usage(ls.face.session, ls.face.usage)
     return {key: report[key] for key in ("sessionId", "session", "memory")}
+
+
+@command("clio.workspace")
+async def workspace(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    parsed = _args(WorkspaceArgs, args, bare="key")
+    session = ls.face.require_session(parsed.session_id)
+    return await _core(
+        commands.workspace(
+            session,
+            parsed.key,
+            offset=parsed.offset,
+            cursor=parsed.cursor,
+            max_chars=parsed.max_chars,
+        )
+    )

@@ -1,6 +1,7 @@
-"""The session's verbs, protocol-neutral: what ``/memory``, ``/usage``, ``/handoff`` and
-``/compact`` (ACP slash commands) and ``clio.memory.*``, ``clio.usage``, ``clio.handoff``
-(LSP ``workspace/executeCommand``) do (MEMORY_SPEC §6, §7, §10, §12 item 8).
+"""The session's verbs, protocol-neutral: what ``/memory``, ``/usage``, ``/handoff``,
+``/compact`` and ``/workspace`` (ACP slash commands) and ``clio.memory.*``,
+``clio.usage``, ``clio.handoff``, ``clio.workspace`` (LSP ``workspace/executeCommand``)
+do (MEMORY_SPEC §6, §7, §10, §12 item 8; issue 19).
 
 Owns the one definition of each verb both faces call: which durable records are
 *pending*, how a bank entry is promoted, how usage events are totalled, and the one
@@ -23,6 +24,8 @@ from clio_acp.memory.durable import DurableMemory
 from clio_acp.memory.promotion import PromotionError
 from clio_acp.memory.store import MemoryStoreError, RecordNotFound
 from clio_acp.paths import Paths
+from clio_acp.session import evidence
+from clio_acp.session import workspace_values as views
 
 if TYPE_CHECKING:
     from clio_acp.session.manager import Session
@@ -277,3 +280,71 @@ def usage(session: Session | None, totals: UsageTotals) -> dict[str, Any]:
         "memory": shown.get("spend"),
         "spendLine": shown.get("spendLine"),
     }
+
+
+# -- proposals from evidence (MEMORY_SPEC §6; issue 19 item 3) --------------------------
+
+
+async def propose_event(
+    session: Session,
+    paths: Paths,
+    event: str,
+    scope: str,
+    *,
+    acknowledge_global: bool = False,
+    content: str | None = None,
+) -> dict[str, Any]:
+    """Propose an unapproved durable record whose evidence is one journal event
+    (``/memory propose-event``, ``clio.memory.proposeEvent``): ``event`` is ``SEQ`` (an
+    event of ``session``) or ``SESSION:SEQ``; the lesson is ``content`` or the event's
+    own text. Returns ``{"status": "needs_acknowledgement"}`` (global without
+    acknowledgement: nothing written) or ``{"status": "proposed", "recordId",
+    "created", "scope", "lesson", "evidenceRef", "eventType"}``.
+
+    Raises :class:`CommandError` for a malformed reference, an unknown session or
+    event, a scope that cannot apply, an event with no text and no ``content``, or a
+    store that cannot be written."""
+    try:
+        return await evidence.propose_event(
+            session.journal,
+            paths,
+            event,
+            scope,
+            acknowledge_global=acknowledge_global,
+            content=content,
+            default_session=session.id,
+        )
+    except (ValueError, LookupError, MemoryStoreError) as exc:  # PromotionError is a ValueError
+        raise CommandError(str(exc)) from None
+
+
+# -- the named text workspace (issue 19 item 1) -----------------------------------------
+
+
+async def workspace(
+    session: Session,
+    key: str | None = None,
+    *,
+    offset: int = 0,
+    cursor: str | None = None,
+    max_chars: int | None = None,
+) -> dict[str, Any]:
+    """The named text values ``session``'s model kept (``/workspace``, ``clio.workspace``).
+
+    Without ``key``: one page of keys, ``{"sessionId", "values": [{"key", "chars",
+    "updatedAt"}], "nextCursor"}`` (100 per page, key order). With ``key``: ``{"sessionId",
+    "key", "offset", "text", "totalChars", "nextOffset"}`` (at most 32,768 characters
+    from ``offset``; ``nextOffset`` None at the end). Raises :class:`CommandError` for
+    an unknown key, an offset outside the value or a bad cursor."""
+    try:
+        if key is None:
+            return await views.list_values(session.journal, session.id, cursor=cursor)
+        return await views.read_value(
+            session.journal,
+            session.id,
+            key,
+            offset=offset,
+            max_chars=max_chars or views.READ_MAX_CHARS,
+        )
+    except views.WorkspaceViewError as exc:
+        raise CommandError(str(exc)) from None

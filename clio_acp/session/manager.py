@@ -486,7 +486,7 @@ class Session:
             bank=bank,
             session_id=self.id,
             unresolved_failures=self.memory.unresolved_failures(),
-            workspace_keys=await all_keys(self._manager._journal_required(), self.id),
+            workspace_keys=await all_keys(self.journal, self.id),
             **facts,
         )
 
@@ -562,6 +562,11 @@ class Session:
 
     def rows(self) -> list[JournalEntry]:
         return list(self.transcript.rows)
+
+    @property
+    def journal(self) -> Journal:
+        """The journal this session is stored in (its events, spills, workspace values)."""
+        return self._manager._journal_required()
 
     async def _close(self) -> None:
         if self._closed:

@@ -4,8 +4,7 @@ Owns the protocol-neutral views the faces and the CLI share — ``/workspace`` i
 the LSP command, ``clio-acp workspace`` — over the journal's ``workspace_values``
 table: a page of keys (key, length, last update; 100 per page with a cursor) and one
 value read by offset (at most 32,768 characters), each re-redacted on the way out
-(§8: every view is clean even if the ruleset grew since the write), plus the plain
-text rendering a chat face shows. The model's own tools live in
+(§8: every view is clean even if the ruleset grew since the write). The model's own tools live in
 ``agent/text_workspace.py``; this module never writes.
 """
 
@@ -29,8 +28,6 @@ __all__ = [
     "all_keys",
     "list_values",
     "read_value",
-    "render_listing",
-    "render_value",
 ]
 
 
@@ -105,28 +102,3 @@ async def read_value(
         "totalChars": total,
         "nextOffset": end if end < total else None,
     }
-
-
-def render_listing(listing: dict[str, Any]) -> str:
-    """The plain text of a key page, for a chat face (``/workspace``)."""
-    values = listing.get("values") or []
-    if not values:
-        return "No workspace values in this session.\n"
-    lines = [f"Workspace values ({len(values)}{'+' if listing.get('nextCursor') else ''}):"]
-    lines += [f"- {v['key']} ({v['chars']} chars, updated {v['updatedAt']})" for v in values]
-    if listing.get("nextCursor"):
-        lines.append(f"More: /workspace --cursor {listing['nextCursor']}")
-    lines.append("Show one with /workspace KEY.")
-    return "\n".join(lines) + "\n"
-
-
-def render_value(read: dict[str, Any]) -> str:
-    """The plain text of one read, for a chat face (``/workspace KEY``)."""
-    head = f"{read['key']} ({read['totalChars']} chars)"
-    if read["offset"] or read["nextOffset"] is not None:
-        end = read["nextOffset"] if read["nextOffset"] is not None else read["totalChars"]
-        head += f", chars {read['offset']}-{end}"
-    text = f"{head}:\n\n{read['text']}\n"
-    if read["nextOffset"] is not None:
-        text += f"\nMore: /workspace {read['key']} --offset {read['nextOffset']}\n"
-    return text

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from acp import text_block
 from acp.schema import ClientCapabilities
 
+from tests.conftest import subprocess_env
 from tests.support.acp_client import acp_agent
 from tests.support.model_server import Reply, ToolCall
 
@@ -82,3 +85,75 @@ async def test_a_value_survives_compaction_and_a_load_in_a_new_process(
     assert shown.returncode == 0 and shown.stdout == VALUE + "\n"
     missing = run_cli("workspace", sid, "nope")
     assert missing.returncode == 1 and "unknown workspace key 'nope'" in missing.stderr
+
+
+def _replies(client, sid: str) -> str:
+    return "".join(u["content"]["text"] for u in client.updates("agent_message_chunk", sid))
+
+
+async def test_slash_workspace_and_memory_propose_event(model_server, tmp_path):
+    _settings(model_server)
+    write = json.dumps({"key": "findings", "value": VALUE})
+    failing = json.dumps({"command": "echo 'fatal: no upstream' >&2; exit 128"})
+    model_server.push(
+        Reply(
+            tool_calls=[
+                ToolCall("workspace_write", write, id="w1"),
+                ToolCall("run_command", failing, id="c1"),
+            ],
+            when=_chat,
+        ),
+        Reply(text="done", when=_chat),
+    )
+    async with acp_agent() as (conn, client, _proc):
+        await conn.initialize(protocol_version=1, client_capabilities=ClientCapabilities())
+        new = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        sid = new.session_id
+        await conn.set_session_mode(session_id=sid, mode_id="bypass")
+        await conn.prompt(session_id=sid, prompt=[text_block("look around")])
+        commands = client.updates("available_commands_update", sid)
+        names = {c["name"] for c in commands[-1]["availableCommands"]}
+
+        async def slash(text: str) -> str:
+            before = len(_replies(client, sid))
+            await conn.prompt(session_id=sid, prompt=[text_block(text)])
+            return _replies(client, sid)[before:]
+
+        listing = await slash("/workspace")
+        value = await slash("/workspace findings")
+        part = await slash("/workspace findings --offset 10")
+        unknown = await slash("/workspace nope")
+        events = run_events(sid)
+        seq = next(
+            r["seq"]
+            for r in events
+            if r["type"] == "tool_result" and r["data"]["status"] == "failed"
+        )
+        asked = await slash(f"/memory propose-event {seq} global")
+        proposed = await slash(
+            f"/memory propose-event {seq} repo Push needs an upstream branch first."
+        )
+        board = await slash("/memory")
+    assert "workspace" in names
+    assert "- findings (" in listing and "Show one with /workspace KEY." in listing
+    assert VALUE in value
+    assert VALUE[10:] in part and "chars 10-" in part
+    assert "unknown workspace key 'nope'" in unknown
+    assert f"/memory propose-event {seq} global ack" in asked
+    assert f"from event:{sid}:{seq}: Push needs an upstream branch first." in proposed
+    record_id = proposed.split("Proposed ", 1)[1].split(" ", 1)[0]
+    assert record_id in board
+    assert len(model_server.bodies) == 2  # slash commands never reach the model
+
+
+def run_events(sid: str) -> list[dict]:
+    """The session's journal rows through ``clio-acp events --json`` (another process)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "clio_acp", "events", sid, "--json"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(),
+        timeout=60,
+        check=True,
+    )
+    return [json.loads(line) for line in out.stdout.splitlines()]

@@ -53,12 +53,9 @@ async def test_views_page_keys_and_read_slices(manager, workspace, model_server)
     assert [v["key"] for v in listing["values"]] == ["a"] and listing["nextCursor"]
     rest = await views.list_values(journal, session.id, cursor=listing["nextCursor"])
     assert [v["key"] for v in rest["values"]] == ["b"] and rest["nextCursor"] is None
-    shown = views.render_listing(await views.list_values(journal, session.id))
-    assert "- a (" in shown and "- b (" in shown and "/workspace KEY" in shown
     read = await views.read_value(journal, session.id, "a", offset=3, max_chars=3)
     assert read["text"] == "the" and read["nextOffset"] == 6
     assert read["totalChars"] == len(f"a: {SECRET_FREE_VALUE}")
-    assert "--offset 6" in views.render_value(read)
 
 
 @pytest.mark.parametrize(
