@@ -5,7 +5,8 @@ Argument parsing and printing only: ``clio_acp.eval.harness`` runs the matrix
 workspace) and ``clio_acp.eval.report`` does the arithmetic. ``--scripted`` uses the
 built-in deterministic model; ``--target ID`` a target from the settings. ``--json``
 prints the report object; otherwise a table and the verdict. Exit 0 when measured,
-1 when the verdict is a regression or the run could not be made, 2 for usage errors.
+1 when the verdict is a regression (or a distractor leak) or the run could not be
+made, 2 for usage errors.
 """
 
 from __future__ import annotations
@@ -62,6 +63,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="S",
         help="seconds per trial before it counts as failed (default: none)",
     )
+    ab.add_argument(
+        "--seeds",
+        type=int,
+        default=3,
+        metavar="N",
+        help="runs per task and per distractor variant, seeds 0..N-1 (default 3)",
+    )
     ab.add_argument("--json", action="store_true", help="print the report as one JSON object")
     ab.set_defaults(func=run)
     safety = verbs.add_parser(
@@ -93,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
     if unknown or not variants:
         print(f"clio-acp eval ab: unknown variant(s): {', '.join(unknown)}", file=sys.stderr)
         return 2
+    if args.seeds < 1:
+        print("clio-acp eval ab: --seeds must be at least 1", file=sys.stderr)
+        return 2
     try:
         report = asyncio.run(_run(args, variants))
     except (EvalError, TaskError) as exc:
@@ -104,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         from clio_acp.eval.report import format_report
 
         print(format_report(report))
-    return 1 if report["alwaysNoisyRegression"] else 0
+    return 0 if report["verdictCode"] == "measured" else 1
 
 
 def _settings():
@@ -129,13 +140,17 @@ async def _run(args: argparse.Namespace, variants: list[str]) -> dict:
 
     def progress(trial) -> None:
         state = "pass" if trial.passed else ("error" if trial.error else "fail")
-        print(f"eval: {trial.variant} {trial.task_id}: {state}", file=sys.stderr, flush=True)
+        name = trial.task_id + ("~distractor" if trial.distractor else "")
+        print(
+            f"eval: {trial.variant} {name} seed {trial.seed}: {state}", file=sys.stderr, flush=True
+        )
 
     try:
         trials = await run_matrix(
             tasks,
             SessionRunner(target, keep=args.keep, trial_timeout_s=args.trial_timeout),
             variants=variants,
+            seeds=args.seeds,
             on_trial=progress,
         )
     finally:

@@ -1,14 +1,17 @@
 """The A/B harness (``runProactiveMemoryEval``, MEMORY_SPEC §9): every variant over
 every task, one real session per trial, in an isolated temporary workspace.
 
-Owns :func:`run_matrix` (the variant × task loop over any runner, with the §9 rules:
-fixed variant order, a raising runner becomes a failed trial and the matrix goes on,
-a baseline trial that emits memory rows is an :class:`EvalError`), the validated
+Owns :func:`run_matrix` (the variant × task × {main, distractor} × seed loop over any
+runner, with the §9 rules: fixed variant order, a raising runner becomes a failed
+trial and the matrix goes on, a baseline trial that emits memory rows is an
+:class:`EvalError`), the validated
 :class:`RunnerOutput`, and :class:`SessionRunner` (the real runner: a
 ``SessionManager`` with private data/state/config/cache roots per trial, the task's
 prompts in ``bypass`` mode, the pass check as a shell command, the telemetry rows read
-back from that trial's own ``steps.jsonl``). :class:`ScriptedTarget` serves the
-built-in deterministic model; :class:`SettingsTarget` uses a configured target.
+back from that trial's own ``steps.jsonl``, and whether the memory text that reached
+the agent — reminders and annotations, as the session reported them — carried the
+task's key fact). :class:`ScriptedTarget` serves the built-in deterministic model;
+:class:`SettingsTarget` uses a configured target.
 It prints nothing; ``clio_acp.cli.eval_cmd`` does.
 """
 
@@ -21,7 +24,7 @@ import math
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,16 +40,19 @@ from clio_acp.settings import Settings, apply_overrides
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "DEFAULT_SEEDS",
     "EvalError",
     "RunnerOutput",
     "ScriptedTarget",
     "SessionRunner",
     "SettingsTarget",
     "run_matrix",
+    "trial_plan",
 ]
 
 MAX_SAFE_INTEGER = 2**53 - 1  # §9: token counts are safe integers (the reference's JS bound)
 MEMORY_IDLE_TIMEOUT_S = 120.0  # wait for a detached LLM memory step after the last turn
+DEFAULT_SEEDS = 3
 
 
 class EvalError(RuntimeError):
@@ -63,6 +69,8 @@ class RunnerOutput(BaseModel):
     action_output_tokens: int = Field(ge=0, le=MAX_SAFE_INTEGER)
     action_latency_ms: float = Field(ge=0)
     rows: list[StepRecord] = Field(default_factory=list)
+    memory_seen: bool | None = None
+    key_fact_seen: bool | None = None
 
     @field_validator("action_latency_ms")
     @classmethod
@@ -72,7 +80,7 @@ class RunnerOutput(BaseModel):
         return value
 
 
-Runner = Callable[[EvalTask, str], Awaitable[RunnerOutput]]
+Runner = Callable[[EvalTask, str, int], Awaitable[RunnerOutput]]
 
 
 def check_target(target: dict[str, str]) -> dict[str, str]:
@@ -84,14 +92,27 @@ def check_target(target: dict[str, str]) -> dict[str, str]:
     return {"id": tid, "model": model}
 
 
+def trial_plan(tasks: Sequence[EvalTask], seeds: int) -> list[tuple[EvalTask, int]]:
+    """Every (task or its distractor variant, seed) in run order: per task, the main
+    variant's seeds, then the distractor's."""
+    plan: list[tuple[EvalTask, int]] = []
+    for task in tasks:
+        for variant in (task, task.distractor_variant()):
+            if variant is not None:
+                plan += [(variant, seed) for seed in range(seeds)]
+    return plan
+
+
 async def run_matrix(
     tasks: Sequence[EvalTask],
     runner: Runner,
     *,
     variants: Sequence[str] = VARIANTS,
+    seeds: int = 1,
     on_trial: Callable[[TrialResult], None] | None = None,
 ) -> list[TrialResult]:
-    """Run ``variants`` (kept in the §9 order baseline, rules, llm) over ``tasks``.
+    """Run ``variants`` (kept in the §9 order baseline, rules, llm) over ``tasks``,
+    each task's distractor variant and ``seeds`` seeds (0 … seeds-1).
 
     A runner that raises (or returns an invalid output) gives a failed trial with
     zeros and ``error``; the matrix continues. A baseline trial with memory rows
@@ -100,35 +121,42 @@ async def run_matrix(
     order = [v for v in VARIANTS if v in variants] + [v for v in variants if v not in VARIANTS]
     trials: list[TrialResult] = []
     for variant in order:
-        for task in tasks:
-            try:
-                out = await runner(task, variant)
-                if not isinstance(out, RunnerOutput):
-                    out = RunnerOutput.model_validate(out)
-            except (EvalError, asyncio.CancelledError):
-                raise
-            except Exception as exc:
-                log.info("trial %s/%s failed", variant, task.id, exc_info=True)
-                trial = TrialResult(variant, task.id, False, error=f"{type(exc).__name__}: {exc}")
-            else:
-                if variant == "baseline" and out.rows:
-                    raise EvalError(
-                        f"baseline trial {task.id!r} emitted {len(out.rows)} memory rows "
-                        "(memory must be off in the baseline)"
-                    )
-                trial = TrialResult(
-                    variant,
-                    task.id,
-                    out.passed,
-                    out.action_input_tokens,
-                    out.action_output_tokens,
-                    out.action_latency_ms,
-                    list(out.rows),
-                )
+        for task, seed in trial_plan(tasks, max(1, seeds)):
+            trial = await _one_trial(runner, task, variant, seed)
             trials.append(trial)
             if on_trial is not None:
                 on_trial(trial)
     return trials
+
+
+async def _one_trial(runner: Runner, task: EvalTask, variant: str, seed: int) -> TrialResult:
+    labels = {"seed": seed, "distractor": task.is_distractor, "negative": task.negative}
+    try:
+        out = await runner(task, variant, seed)
+        if not isinstance(out, RunnerOutput):
+            out = RunnerOutput.model_validate(out)
+    except (EvalError, asyncio.CancelledError):
+        raise
+    except Exception as exc:
+        log.info("trial %s/%s failed", variant, task.id, exc_info=True)
+        return TrialResult(variant, task.id, False, error=f"{type(exc).__name__}: {exc}", **labels)
+    if variant == "baseline" and out.rows:
+        raise EvalError(
+            f"baseline trial {task.id!r} emitted {len(out.rows)} memory rows "
+            "(memory must be off in the baseline)"
+        )
+    return TrialResult(
+        variant,
+        task.id,
+        out.passed,
+        out.action_input_tokens,
+        out.action_output_tokens,
+        out.action_latency_ms,
+        list(out.rows),
+        memory_seen=out.memory_seen,
+        key_fact_seen=out.key_fact_seen,
+        **labels,
+    )
 
 
 # -- targets --------------------------------------------------------------------------
@@ -140,10 +168,13 @@ class Target(Protocol):
     def settings_for(self, variant: str, task: EvalTask) -> Settings: ...
 
 
-def _variant_overlay(variant: str, target_id: str, model: str) -> dict[str, Any]:
+def _variant_overlay(
+    variant: str, target_id: str, model: str, task: EvalTask | None = None
+) -> dict[str, Any]:
     """baseline: memory off; rules: memory on, no memory route; llm: memory route =
-    the target under test."""
-    memory: dict[str, Any] = {"enabled": variant != "baseline", "target": None, "model": None}
+    the target under test. The task's ``memorySettings`` apply to every variant."""
+    memory: dict[str, Any] = dict(task.memory_settings) if task is not None else {}
+    memory.update({"enabled": variant != "baseline", "target": None, "model": None})
     if variant == "llm":
         memory.update(target=target_id, model=model)
     return {
@@ -176,10 +207,10 @@ class SettingsTarget:
         self.target = check_target({"id": target_id, "model": model or ""})
 
     def settings_for(self, variant: str, task: EvalTask) -> Settings:
-        overlay = _variant_overlay(variant, self.target["id"], self.target["model"])
+        overlay = _variant_overlay(variant, self.target["id"], self.target["model"], task)
         return apply_overrides(self.base, overlay, source="eval")
 
-    async def prepare(self, task: EvalTask) -> None:
+    async def prepare(self, task: EvalTask, seed: int = 0) -> None:
         return None
 
     def prepare_paths(self, paths: Paths) -> None:
@@ -224,13 +255,14 @@ class ScriptedTarget:
         self.base = Settings.model_validate(base)
 
     def settings_for(self, variant: str, task: EvalTask) -> Settings:
-        overlay = _variant_overlay(variant, self.target["id"], self.target["model"])
+        overlay = _variant_overlay(variant, self.target["id"], self.target["model"], task)
         return apply_overrides(self.base, overlay, source="eval")
 
-    async def prepare(self, task: EvalTask) -> None:
+    async def prepare(self, task: EvalTask, seed: int = 0) -> None:
         if task.scripted is None:
             raise TaskError(f"task {task.id!r} has no scripted play (needed for --scripted)")
-        self.agent = ScriptedAgent(task.scripted, task.prompts)
+        key_fact = None if task.negative else task.key_fact_in
+        self.agent = ScriptedAgent(task.scripted, task.prompts, key_fact=key_fact, seed=seed)
         self.server.responder = self.agent
 
     def set_turn(self, turn: int) -> None:
@@ -246,11 +278,13 @@ class ScriptedTarget:
 
 @dataclass
 class _Usage:
-    """Sums the action model's usage over a trial; keeps the first error notice."""
+    """Sums the action model's usage over a trial; keeps the first error notice and
+    every memory text the session delivered (reminders, restores, annotations)."""
 
     input: int = 0
     output: int = 0
     error: str | None = None
+    memory: list[str] = field(default_factory=list)
 
     def __call__(self, event: Any) -> None:
         kind = getattr(event, "type", None)
@@ -259,6 +293,10 @@ class _Usage:
             self.output += int(event.output_tokens or 0)
         elif kind == "notice" and event.level == "error" and self.error is None:
             self.error = str(event.text)
+        elif kind == "memory_reminder":
+            self.memory.append(str(event.text))
+        elif kind == "tool_call_finished" and getattr(event, "annotation", None):
+            self.memory.append(str(event.annotation))
 
 
 def _read_rows(path: Path) -> list[StepRecord]:
@@ -289,6 +327,29 @@ async def _run_check(task: EvalTask, workspace: Path) -> bool:
         return False
 
 
+async def _memory_idle(session: Any) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(session.memory.wait_idle(), MEMORY_IDLE_TIMEOUT_S)
+
+
+async def _play_turns(session: Any, task: EvalTask, target: Any, usage: _Usage) -> None:
+    """The task's turns in order. Before each prompt and each compaction an in-flight
+    memory step may finish (bounded), so a result does not hinge on whether a
+    detached step beat the next turn: the harness measures what memory says, not
+    the race."""
+    turn = 0
+    for step in task.turns:
+        await _memory_idle(session)
+        if step.compact:
+            await session.compact()
+            continue
+        target.set_turn(turn)
+        await session.prompt(step.prompt or "")
+        turn += 1
+        if usage.error is not None:  # a model failure: the trial failed, say why
+            raise RuntimeError(usage.error)
+
+
 class SessionRunner:
     """Runs one trial as a real session (``clio_acp.session.manager.SessionManager``)
     with its own temporary roots and workspace, removed afterwards (``keep`` keeps
@@ -301,15 +362,16 @@ class SessionRunner:
         self.keep = keep
         self.trial_timeout_s = trial_timeout_s
 
-    async def __call__(self, task: EvalTask, variant: str) -> RunnerOutput:
+    async def __call__(self, task: EvalTask, variant: str, seed: int = 0) -> RunnerOutput:
         if self.keep is not None:
-            root = self.keep / f"{variant}-{task.id}"
+            name = f"{variant}-{task.id}{'~distractor' if task.is_distractor else ''}"
+            root = self.keep / (name if seed == 0 else f"{name}-seed{seed}")
             root.mkdir(parents=True, exist_ok=True)
-            return await self._trial(task, variant, root)
+            return await self._trial(task, variant, seed, root)
         with tempfile.TemporaryDirectory(prefix="clio-eval-") as tmp:
-            return await self._trial(task, variant, Path(tmp))
+            return await self._trial(task, variant, seed, Path(tmp))
 
-    async def _trial(self, task: EvalTask, variant: str, root: Path) -> RunnerOutput:
+    async def _trial(self, task: EvalTask, variant: str, seed: int, root: Path) -> RunnerOutput:
         from clio_acp.session.manager import SessionManager
 
         workspace = root / "workspace"
@@ -320,43 +382,34 @@ class SessionRunner:
         settings = self.target.settings_for(variant, task)
         if hasattr(self.target, "prepare_paths"):
             await asyncio.to_thread(self.target.prepare_paths, paths)
-        await self.target.prepare(task)
+        await self.target.prepare(task, seed)
         manager = SessionManager(paths=paths, settings=lambda: settings)
         usage = _Usage()
         try:
             session = await manager.new_session(workspace, mode="bypass")
             session.subscribe(usage)
             started = time.perf_counter()
-
-            async def turns() -> None:
-                turn = 0
-                for step in task.turns:
-                    if step.compact:
-                        await session.compact()
-                        continue
-                    self.target.set_turn(turn)
-                    await session.prompt(step.prompt or "")
-                    turn += 1
-                    if usage.error is not None:  # a model failure: the trial failed, say why
-                        raise RuntimeError(usage.error)
-
             try:
-                await asyncio.wait_for(turns(), self.trial_timeout_s)
+                await asyncio.wait_for(
+                    _play_turns(session, task, self.target, usage), self.trial_timeout_s
+                )
             except TimeoutError:
                 raise RuntimeError(
                     f"trial timed out after {self.trial_timeout_s:g} s (--trial-timeout)"
                 ) from None
             latency_ms = (time.perf_counter() - started) * 1000
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(session.memory.wait_idle(), MEMORY_IDLE_TIMEOUT_S)
+            await _memory_idle(session)
         finally:
             await manager.aclose()
         rows = await asyncio.to_thread(_read_rows, paths.steps_file)
         passed = await _run_check(task, workspace)
+        memory_text = "\n".join(usage.memory)
         return RunnerOutput(
             passed=passed,
             action_input_tokens=usage.input,
             action_output_tokens=usage.output,
             action_latency_ms=latency_ms,
             rows=rows,
+            memory_seen=bool(usage.memory),
+            key_fact_seen=task.key_fact_in(memory_text),
         )

@@ -9,19 +9,31 @@ A task file::
 
     id: repeat-failure-recovery          # unique, non-blank
     expectedSignal: repeated_failure     # what memory should notice (documentation)
+    keyFact: ["config\\.ini not found"]   # regexes memory text must carry to help
+    expectedWinners: [rules, llm]        # tiers expected to beat the baseline
     turns:                               # prompts in order; "compact: true" compacts
       - prompt: "Run python3 app.py and make it succeed."
     files: {app.py: "..."}               # workspace fixture (relative paths)
     fixture: some-folder                 # optional folder (relative to the file) copied first
     check: {command: "python3 app.py", timeoutMs: 30000}   # pass = exit code 0
+    memorySettings: {cadenceToolCalls: 3}  # context.memory overlay for every variant
+    distractor: {replace: {"config.ini": "cache.db"}}  # the distractor variant (below)
     scripted: {...}                      # the scripted model's play (see ScriptedPlay)
+
+A task with a ``keyFact`` is *positive*: memory can help, but only by carrying that
+fact. A task without one is *negative* (healthy runs, converging edit loops): any
+reminder is a cost. The *distractor* variant applies ``distractor.replace`` to every
+string of the task except its id, key fact and check — prompts, files, the scripted
+play and its memory answers — so that memory still speaks, about something that does
+not help; it must score as the baseline does.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -30,6 +42,7 @@ from pydantic.alias_generators import to_camel
 __all__ = [
     "DEFAULT_TASKS_DIR",
     "DEFAULT_TASK_IDS",
+    "Distractor",
     "EvalTask",
     "ScriptedPlay",
     "ScriptedStep",
@@ -87,9 +100,11 @@ class ScriptedStep(_Model):
 
 
 class ScriptedTurn(_Model):
-    """The play of one prompt turn: ``steps`` while no memory text is visible;
-    from the first step at which memory text is visible, ``on_memory`` instead (the
-    steps already taken stay taken). Without ``on_memory`` memory changes nothing."""
+    """The play of one prompt turn: ``steps`` until memory text carrying the task's
+    key fact is visible, then ``on_memory`` instead of the remaining steps (the steps
+    already taken stay taken). In a negative task (no key fact) any memory text makes
+    the agent take ``on_memory`` as a detour and then the remaining steps. Without
+    ``on_memory`` memory changes nothing."""
 
     steps: list[ScriptedStep] = Field(min_length=1)
     on_memory: list[ScriptedStep] | None = None
@@ -114,6 +129,34 @@ class ScriptedPlay(_Model):
     """LLM tier answers; none matching: ``<operations>[]</operations>`` + silence."""
 
 
+class Distractor(_Model):
+    """How the distractor variant differs: literal replacements (applied in order),
+    then ``files`` overrides (``null`` removes a file), and optionally the scripted
+    memory model's answers for it (replacing ``memory``)."""
+
+    replace: dict[str, str] = Field(default_factory=dict)
+    files: dict[str, str | None] = Field(default_factory=dict)
+    memory: list[MemoryRule] | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> Distractor:
+        if not self.replace and not self.files and self.memory is None:
+            raise ValueError("a distractor needs replace, files or memory")
+        return self
+
+
+def _replaced(value: Any, pairs: list[tuple[str, str]]) -> Any:
+    if isinstance(value, str):
+        for old, new in pairs:
+            value = value.replace(old, new)
+        return value
+    if isinstance(value, list):
+        return [_replaced(v, pairs) for v in value]
+    if isinstance(value, dict):
+        return {_replaced(k, pairs): _replaced(v, pairs) for k, v in value.items()}
+    return value
+
+
 class TaskTurn(_Model):
     prompt: str | None = None
     compact: bool = False
@@ -135,6 +178,15 @@ class EvalTask(_Model):
     id: str
     expected_signal: str = "silence"
     description: str = ""
+    key_fact: list[str] = Field(default_factory=list)
+    """Regexes (case-insensitive); memory helps only when its text matches all."""
+    expected_winners: list[Literal["rules", "llm"]] = Field(default_factory=list)
+    """Tiers expected to beat the baseline on the scripted run (documentation and
+    the harness's own tests)."""
+    memory_settings: dict[str, Any] = Field(default_factory=dict)
+    """``context.memory`` keys set for every variant of this task."""
+    distractor: Distractor | None = None
+    is_distractor: bool = Field(default=False, exclude=True)
     turns: list[TaskTurn] = Field(min_length=1)
     files: dict[str, str] = Field(default_factory=dict)
     fixture: str | None = None
@@ -150,6 +202,27 @@ class EvalTask(_Model):
             raise ValueError("id must be non-blank")
         return value
 
+    @field_validator("key_fact")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"keyFact {pattern!r} is not a regex: {exc}") from None
+        return value
+
+    @field_validator("memory_settings")
+    @classmethod
+    def _memory_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from clio_acp.settings import MemorySettings
+
+        bad = {"enabled", "target", "model"} & set(value)
+        if bad:
+            raise ValueError(f"memorySettings may not set {', '.join(sorted(bad))}")
+        MemorySettings.model_validate(value)
+        return value
+
     @field_validator("files")
     @classmethod
     def _files(cls, value: dict[str, str]) -> dict[str, str]:
@@ -162,6 +235,37 @@ class EvalTask(_Model):
     @property
     def prompts(self) -> list[str]:
         return [t.prompt for t in self.turns if t.prompt is not None]
+
+    @property
+    def negative(self) -> bool:
+        """No key fact: memory cannot help, any reminder is a cost."""
+        return not self.key_fact
+
+    def key_fact_in(self, text: str) -> bool:
+        """Whether ``text`` carries the key fact (every pattern matches; False for a
+        negative task)."""
+        return bool(self.key_fact) and all(re.search(p, text, re.IGNORECASE) for p in self.key_fact)
+
+    def distractor_variant(self) -> EvalTask | None:
+        """This task with ``distractor.replace`` applied to everything but the id,
+        key fact and check (None without a distractor)."""
+        if self.distractor is None:
+            return None
+        pairs = list(self.distractor.replace.items())
+        keep = {"id", "key_fact", "check", "distractor", "expected_winners", "memory_settings"}
+        data = _replaced(self.model_dump(exclude=keep), pairs)
+        for name, text in self.distractor.files.items():
+            if text is None:
+                data["files"].pop(name, None)
+            else:
+                data["files"][name] = text
+        data.update({name: getattr(self, name) for name in keep})
+        variant = EvalTask.model_validate(data)
+        if self.distractor.memory is not None and variant.scripted is not None:
+            variant.scripted.memory = list(self.distractor.memory)
+        variant.is_distractor = True
+        variant.source = self.source
+        return variant
 
     def materialize(self, workspace: Path) -> None:
         """Write the fixture folder (when given) then ``files`` into ``workspace``.

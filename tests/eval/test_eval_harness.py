@@ -91,22 +91,20 @@ def test_rates_and_uncited_count():
 
 
 def test_injecting_every_task_without_a_gain_is_a_regression_even_when_cited():
-    trials = [
-        TrialResult("baseline", "a", True),
-        TrialResult("baseline", "b", False),
-        TrialResult("rules", "a", True, rows=[row()]),
-        TrialResult("rules", "b", False, rows=[row()]),
-        TrialResult("llm", "a", True, rows=[row()]),
-        TrialResult("llm", "b", True, rows=[row()]),
-    ]
+    # The gain is read from the 95 % intervals: 20/20 against 10/20 is one, 10/20 is not.
+    ids = [f"t{i}" for i in range(20)]
+    trials = [TrialResult("baseline", t, i % 2 == 0) for i, t in enumerate(ids)]
+    trials += [TrialResult("rules", t, i % 2 == 0, rows=[row()]) for i, t in enumerate(ids)]
+    trials += [TrialResult("llm", t, True, rows=[row()], key_fact_seen=True) for t in ids]
     reports = by_variant(trials)
+    assert reports["llm"].verdict == "better" and reports["rules"].verdict == "inconclusive"
     assert reports["rules"].cited_reminder_rate == 1.0
     assert reports["rules"].always_noisy_regression is True
     assert reports["llm"].always_noisy_regression is False  # pass-rate gain
     assert reports["baseline"].always_noisy_regression is False
-    report = build_report(trials, target={"id": "t", "model": "m"}, tasks=["a", "b"])
+    report = build_report(trials, target={"id": "t", "model": "m"}, tasks=ids)
     assert report["alwaysNoisyRegression"] is True
-    assert report["verdict"] == REGRESSION_TEXT
+    assert report["verdict"] == REGRESSION_TEXT and report["verdictCode"] == "alwaysNoisyRegression"
     assert format_report(report).rstrip().endswith(REGRESSION_TEXT)
 
 
@@ -139,14 +137,19 @@ def test_fewer_injections_than_runs_is_measured_not_noisy():
 
 
 def _tasks():
-    return load_tasks()
+    return load_tasks(None, list(DEFAULT_TASK_IDS))
+
+
+def _plan(variants=("baseline", "rules", "llm")):
+    """(variant, task id, distractor) in run order for the default tasks, one seed."""
+    return [(v, t, d) for v in variants for t in DEFAULT_TASK_IDS for d in (False, True)]
 
 
 async def test_a_raising_runner_gives_a_failed_trial_and_the_matrix_continues():
     calls = []
 
-    async def runner(task, variant):
-        calls.append((variant, task.id))
+    async def runner(task, variant, seed):
+        calls.append((variant, task.id, task.is_distractor))
         if variant == "rules" and task.id == DEFAULT_TASK_IDS[0]:
             raise RuntimeError("workspace exploded")
         rows = [row()] if variant != "baseline" else []
@@ -159,9 +162,9 @@ async def test_a_raising_runner_gives_a_failed_trial_and_the_matrix_continues():
         )
 
     trials = await run_matrix(_tasks(), runner)
-    assert calls == [(v, t) for v in ("baseline", "rules", "llm") for t in DEFAULT_TASK_IDS]
+    assert calls == _plan()
     failed = [t for t in trials if t.error]
-    assert len(failed) == 1
+    assert len(failed) == 2  # the task and its distractor variant
     bad = failed[0]
     assert (bad.variant, bad.task_id, bad.passed) == ("rules", DEFAULT_TASK_IDS[0], False)
     assert "workspace exploded" in bad.error
@@ -170,7 +173,7 @@ async def test_a_raising_runner_gives_a_failed_trial_and_the_matrix_continues():
 
 
 async def test_invalid_runner_output_is_a_failed_trial():
-    async def runner(task, variant):
+    async def runner(task, variant, seed):
         return {
             "passed": True,
             "action_input_tokens": -1,
@@ -179,11 +182,11 @@ async def test_invalid_runner_output_is_a_failed_trial():
         }
 
     trials = await run_matrix(_tasks(), runner, variants=["rules"])
-    assert len(trials) == 3 and all(t.error and not t.passed for t in trials)
+    assert len(trials) == 6 and all(t.error and not t.passed for t in trials)
 
 
 async def test_non_finite_latency_is_rejected():
-    async def runner(task, variant):
+    async def runner(task, variant, seed):
         return RunnerOutput(
             passed=True,
             action_input_tokens=0,
@@ -196,7 +199,7 @@ async def test_non_finite_latency_is_rejected():
 
 
 async def test_a_baseline_trial_with_memory_rows_is_an_error():
-    async def runner(task, variant):
+    async def runner(task, variant, seed):
         return RunnerOutput(
             passed=True,
             action_input_tokens=0,
@@ -212,18 +215,18 @@ async def test_a_baseline_trial_with_memory_rows_is_an_error():
 async def test_variants_always_run_in_the_fixed_order():
     seen = []
 
-    async def runner(task, variant):
+    async def runner(task, variant, seed):
         seen.append(variant)
         return RunnerOutput(
             passed=True, action_input_tokens=0, action_output_tokens=0, action_latency_ms=0
         )
 
     await run_matrix(_tasks(), runner, variants=["llm", "baseline"])
-    assert seen == ["baseline"] * 3 + ["llm"] * 3
+    assert seen == ["baseline"] * 6 + ["llm"] * 6
 
 
 async def test_fewer_than_three_tasks_is_refused():
-    async def runner(task, variant):  # pragma: no cover - never called
+    async def runner(task, variant, seed):  # pragma: no cover - never called
         raise AssertionError
 
     with pytest.raises(TaskError, match="at least 3"):
@@ -284,8 +287,8 @@ async def test_a_trial_over_its_time_budget_is_a_failed_trial_and_the_matrix_con
     from clio_acp.models.scripted import Reply
 
     class SlowTarget(ScriptedTarget):
-        async def prepare(self, task):
-            await super().prepare(task)
+        async def prepare(self, task, seed=0):
+            await super().prepare(task, seed)
             inner = self.agent
             # The first task's model never answers in time; the others answer normally.
             self.server.responder = (
@@ -300,6 +303,6 @@ async def test_a_trial_over_its_time_budget_is_a_failed_trial_and_the_matrix_con
         trials = await run_matrix(_tasks(), runner, variants=["baseline"])
     finally:
         await target.aclose()
-    assert [t.task_id for t in trials] == list(DEFAULT_TASK_IDS)
+    assert [(t.task_id, t.distractor) for t in trials] == [(t, d) for _, t, d in _plan(["x"])]
     assert trials[0].error and "timed out" in trials[0].error and not trials[0].passed
-    assert trials[2].passed and trials[2].error is None  # healthy task still ran
+    assert trials[4].passed and trials[4].error is None  # healthy task still ran
