@@ -23,7 +23,7 @@ from typing import Any
 from clio_acp.agent import history
 from clio_acp.agent.compactor import compact, maybe_compact
 from clio_acp.agent.memory_hooks import InjectReminder, MemoryEffect, MemoryHooks
-from clio_acp.agent.model_port import ChatModel, ModelError, ModelTurn
+from clio_acp.agent.model_port import ChatModel, ContextOverflowError, ModelError, ModelTurn
 from clio_acp.agent.permissions import PermissionGate
 from clio_acp.agent.tool_step import finish_cancelled_calls, record_skipped_calls, run_tool_step
 from clio_acp.agent.tools import ToolHost, ToolRegistry, Workspace
@@ -213,6 +213,22 @@ class AgentLoop:
                 log.warning("saving the bank failed", exc_info=True)
         return stop
 
+    async def _request_fitting(self, state: TurnState) -> ModelTurn:
+        """One model request; when the server says the prompt does not fit its window,
+        take the window it reported, compact, and retry once (issue 20 item 4)."""
+        try:
+            return await self._model_request(state)
+        except ContextOverflowError as exc:
+            learn = getattr(self.model, "learn_window", None)
+            if exc.window and learn is not None:
+                learn(exc.window)
+            if not await maybe_compact(self, force=True):
+                raise
+            await self.notice(
+                "info", "The prompt did not fit the model's window: compacted, retrying."
+            )
+            return await self._model_request(state)
+
     async def _requests(self, state: TurnState) -> str:
         while True:
             if state.requests >= self.limits.max_turn_requests:
@@ -224,7 +240,7 @@ class AgentLoop:
             if state.requests:
                 await maybe_compact(self)
             await self._deliver_reminders()
-            turn = await self._model_request(state)
+            turn = await self._request_fitting(state)
             if not turn.tool_calls:
                 if turn.finish_reason == "length":
                     state.stop_notice = "The answer reached its output cap (chat.maxOutputTokens)."

@@ -12,19 +12,22 @@ nothing about memory or sessions.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from clio_acp.context.tokens import CHARS_PER_TOKEN, estimate_messages
 from clio_acp.models import ChatRequest, Done, ReasoningDelta, Router, TextDelta
-from clio_acp.models.errors import ModelError
+from clio_acp.models.errors import ContextOverflowError, ModelError
 from clio_acp.paths import Paths
 from clio_acp.settings import CONTEXT_WINDOW_DEFAULT, Settings
 
 __all__ = [
     "ChatModel",
+    "ContextOverflowError",
     "ModelError",
     "ModelToolCall",
     "ModelTurn",
@@ -34,6 +37,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+MIN_TOKEN_SCALE, MAX_TOKEN_SCALE = 0.5, 4.0
+"""Bounds of the estimate correction (a bad usage report must not shrink the window
+to nothing nor blow it up)."""
 
 TextCallback = Callable[[str], Awaitable[None] | None]
 
@@ -109,15 +116,52 @@ async def _call(cb: TextCallback | None, text: str) -> None:
 
 
 class RouterChatModel:
-    """:class:`ChatModel` over the session's ``clio_acp.models.Router`` chat route."""
+    """:class:`ChatModel` over the session's ``clio_acp.models.Router`` chat route.
 
-    def __init__(self, router: Router, *, context_window: int) -> None:
+    ``context_window`` is in the loop's *estimated* tokens (``context.compaction``'s
+    chars/4): the real window — declared (``contextWindow``), else discovered from the
+    server before the first request (``Router.chat_window``), else the default —
+    divided by how far the server's ``usage.prompt_tokens`` exceeded our estimate of
+    the last request (issue 20 item 4). So compaction triggers in time for a model
+    whose tokenizer counts more tokens than the estimate says."""
+
+    def __init__(
+        self, router: Router, *, context_window: int, discover_window: bool = False
+    ) -> None:
         self.router = router
         route = router.chat_route
         self.name = (
             (route.model or route.target.default_model or route.target.id) if route else "none"
         )
-        self.context_window = context_window
+        self.window_tokens = context_window
+        """The real window, server tokens."""
+        self.token_scale = 1.0
+        """Server prompt tokens per estimated token, from the last answer's usage."""
+        self._discover = discover_window
+
+    @property
+    def context_window(self) -> int:
+        return max(1, int(self.window_tokens / self.token_scale))
+
+    def learn_window(self, window: int) -> None:
+        """Take ``window`` (tokens, e.g. from a context-overflow error) as the real one."""
+        self.window_tokens = min(self.window_tokens, window)
+        self._discover = False
+
+    async def _discover_window(self) -> None:
+        self._discover = False
+        try:
+            window = await self.router.chat_window()
+        except ModelError as exc:
+            log.debug("context window not discovered: %s", exc)
+            return
+        if window:
+            self.window_tokens = window
+
+    def _learn_scale(self, estimate: int, usage: Any) -> None:
+        if usage is None or usage.input_tokens <= 0 or estimate <= 0:
+            return
+        self.token_scale = min(MAX_TOKEN_SCALE, max(MIN_TOKEN_SCALE, usage.input_tokens / estimate))
 
     async def aclose(self) -> None:
         await self.router.aclose()
@@ -131,8 +175,13 @@ class RouterChatModel:
         on_reasoning: TextCallback | None = None,
         max_tokens: int | None = None,
     ) -> ModelTurn:
+        if self._discover:
+            await self._discover_window()
         request = ChatRequest(
             messages=list(messages), tools=list(tools) or None, max_tokens=max_tokens
+        )
+        estimate = estimate_messages(messages) + (
+            len(json.dumps(list(tools), separators=(",", ":"))) // CHARS_PER_TOKEN
         )
         completion = None
         async with contextlib.aclosing(self.router.stream_chat(request)) as events:
@@ -146,6 +195,7 @@ class RouterChatModel:
         if completion is None:
             raise ModelError("the chat stream ended without an answer")
         usage = completion.usage
+        self._learn_scale(estimate, usage)
         return ModelTurn(
             text=completion.text,
             reasoning=completion.reasoning,
@@ -187,9 +237,13 @@ def resolve_chat_model(
         )
         settings = settings.model_copy(update={"chat": chat})
     router = Router(settings, paths=paths)
-    window = CONTEXT_WINDOW_DEFAULT
+    declared = None
     route = router.chat_route
     if route is not None:
         spec = settings.target(route.target.id)
-        window = getattr(spec, "context_window", None) or CONTEXT_WINDOW_DEFAULT
-    return RouterChatModel(router, context_window=window)
+        declared = getattr(spec, "context_window", None)
+    return RouterChatModel(
+        router,
+        context_window=declared or CONTEXT_WINDOW_DEFAULT,
+        discover_window=route is not None and declared is None,
+    )

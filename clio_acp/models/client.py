@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from clio_acp.models.continuation import (
     prepare_messages,
 )
 from clio_acp.models.errors import (
+    ContextOverflowError,
     EndpointBusyError,
     MalformedStreamError,
     ModelConnectionError,
@@ -216,6 +218,25 @@ def _error_message(text: str) -> str:
     if isinstance(err, str):
         return err[:_ERROR_BODY_MAX_CHARS]
     return text[:_ERROR_BODY_MAX_CHARS]
+
+
+_OVERFLOW_TEXT = re.compile(
+    r"exceed_context_size|context_length_exceeded|maximum context length|"
+    r"exceeds? (the )?(available )?context|context (window|size) (is )?exceeded|"
+    r"prompt is too long|too many tokens",
+    re.IGNORECASE,
+)
+_WINDOW_NUMBER = re.compile(r"(?:n_ctx\"?\s*[:=]\s*|maximum context length is )(\d+)")
+
+
+def context_overflow(status: int, text: str) -> tuple[bool, int | None] | None:
+    """``(True, window)`` when an error answer says the prompt does not fit the
+    window (``window`` in tokens when the server said it: llama.cpp ``n_ctx``, vLLM
+    "maximum context length is N"), else None."""
+    if status not in (400, 413, 422, 500) or not _OVERFLOW_TEXT.search(text):
+        return None
+    number = _WINDOW_NUMBER.search(text)
+    return True, int(number.group(1)) if number else None
 
 
 class _Assembler:
@@ -565,11 +586,13 @@ class ModelClient:
                     status=response.status_code,
                     retry_after_s=_retry_after(response.headers.get("retry-after")),
                 )
-            raise ModelHTTPError(
+            overflow = context_overflow(response.status_code, text)
+            raise (ContextOverflowError if overflow else ModelHTTPError)(
                 f"target {self.target.id!r}: HTTP {response.status_code}: {message}",
                 target_id=self.target.id,
                 status=response.status_code,
                 body=message,
+                **({"window": overflow[1]} if overflow else {}),
             )
         return response
 
@@ -647,3 +670,47 @@ class ModelClient:
             if isinstance(slots_list, list) and slots_list:
                 return len(slots_list)
         return None
+
+    async def discover_window(self, model: str | None, *, timeout_ms: int = 3000) -> int | None:
+        """The context window of one request, tokens, as the server reports it:
+        llama.cpp ``/props`` ``default_generation_settings.n_ctx`` (per slot), else the
+        ``/v1/models`` entry of ``model`` (vLLM ``max_model_len``, or
+        ``context_length`` / ``context_window`` / ``max_context_length``, or llama.cpp
+        ``meta.n_ctx``). None when nothing says; never raises."""
+        failures = (ModelConnectionError, ModelHTTPError, MalformedStreamError, TimeoutError)
+        if self.target.dialect.reports_slots and self.target.root_url is not None:
+            with contextlib.suppress(*failures):
+                props = await self._get_json(f"{self.target.root_url}/props", timeout_ms)
+                settings = (
+                    props.get("default_generation_settings") if isinstance(props, dict) else None
+                )
+                n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+                if _positive(n_ctx):
+                    return int(n_ctx)
+        with contextlib.suppress(*failures):
+            data = await self._get_json(f"{self._base}/models", timeout_ms)
+            items = data.get("data") if isinstance(data, dict) else None
+            for item in items if isinstance(items, list) else []:
+                if isinstance(item, dict) and (model is None or item.get("id") == model):
+                    window = _window_of(item)
+                    if window:
+                        return window
+        return None
+
+
+_WINDOW_KEYS = ("max_model_len", "context_length", "context_window", "max_context_length")
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _window_of(item: dict[str, Any]) -> int | None:
+    """A ``/v1/models`` entry's window, tokens (see ``discover_window``)."""
+    for key in _WINDOW_KEYS:
+        if _positive(item.get(key)):
+            return int(item[key])
+    meta = item.get("meta")
+    if isinstance(meta, dict) and _positive(meta.get("n_ctx")):
+        return int(meta["n_ctx"])
+    return None

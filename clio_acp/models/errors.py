@@ -80,6 +80,25 @@ class ModelHTTPError(ModelClientError):
         self.body = body
 
 
+class ContextOverflowError(ModelHTTPError):
+    """The server refused the request because the prompt does not fit the model's
+    window (llama.cpp ``exceed_context_size_error``, vLLM "maximum context length",
+    OpenAI ``context_length_exceeded``). ``window`` is the window it reported, tokens,
+    when it said. The agent compacts and retries once."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        target_id: str | None = None,
+        status: int,
+        body: str = "",
+        window: int | None = None,
+    ) -> None:
+        super().__init__(message, target_id=target_id, status=status, body=body)
+        self.window = window
+
+
 class MalformedStreamError(ModelError):
     """The answer started but broke: the stream was cut, a chunk was not JSON, or
     the body is not a chat completion. Never retried, never a fallback trigger."""

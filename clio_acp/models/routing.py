@@ -233,6 +233,14 @@ class Router:
         return route
 
     # -- chat -----------------------------------------------------------------
+    async def chat_window(self) -> int | None:
+        """The chat route's context window as its server reports it, tokens
+        (``ModelClient.discover_window``; starts the embedded server), or None.
+        Raises ``RouteError`` when no chat route is set or the target cannot start."""
+        route = self.route("chat")
+        client = await self.client(route.target)
+        return await client.discover_window(route.model)
+
     def chat_max_tokens(self, target: Target) -> int:
         """The chat output cap: ``chat.maxOutputTokens``, else the runtime's default
         (small on the embedded model)."""

@@ -192,7 +192,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._record(None)
         path = self.path.split("?", 1)[0].rstrip("/")
         if path in ("/v1/models", "/models"):
-            data = [{"id": m, "object": "model", "owned_by": "scripted"} for m in owner.models]
+            data = [
+                {"id": m, "object": "model", "owned_by": "scripted", **owner.model_meta.get(m, {})}
+                for m in owner.models
+            ]
             self._json(200, {"object": "list", "data": data})
         elif path == "/health":
             self._json(200, {"status": "ok"})
@@ -375,6 +378,8 @@ class ScriptedModelServer:
         self.responder: Callable[[dict[str, Any]], Reply | None] | None = None
         self.default: Reply | None = None
         self.models: list[str] = [DEFAULT_MODEL]
+        self.model_meta: dict[str, dict[str, Any]] = {}
+        """Extra fields of a model's ``/v1/models`` entry (e.g. vLLM ``max_model_len``)."""
         self.props: dict[str, Any] | None = None
         self.slots: list[dict[str, Any]] | None = None
         self._httpd = _HTTPServer((host, port), _Handler)

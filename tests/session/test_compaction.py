@@ -102,3 +102,43 @@ async def test_explicit_compact_summarises_everything_before_the_last_prompt(
     sent = model_server.bodies[-1]["messages"]
     assert "SUMMARY of both" in sent[1]["content"]
     assert sent[-1] == {"role": "user", "content": "next"}
+
+
+async def test_a_context_overflow_answer_compacts_and_retries_once(
+    manager, workspace, model_server, recorder
+):
+    session = await manager.new_session(workspace)
+    session.subscribe(recorder)
+    for n in (1, 2):
+        model_server.push(Reply(text=f"answer {n}", when=lambda b: not _is_summary_request(b)))
+        await session.prompt(f"request {n}")
+    overflow = {"error": {"code": 400, "type": "exceed_context_size_error", "n_ctx": 4096,
+                          "message": "the request exceeds the available context size"}}  # fmt: skip
+    model_server.push(
+        Reply(status=400, error=overflow, when=lambda b: not _is_summary_request(b)),
+        Reply(text="SUMMARY: requests 1 and 2 answered.", when=_is_summary_request),
+        Reply(text="answer 3", when=lambda b: not _is_summary_request(b)),
+    )
+    stop = await session.prompt("request 3")
+    assert stop == "end_turn"
+    assert [r.type for r in session.rows()].count("compaction") == 1
+    assert session.loop.model.window_tokens == 4096  # the window the server reported
+    retried = model_server.bodies[-1]["messages"]
+    assert any("SUMMARY: requests 1 and 2" in str(m.get("content")) for m in retried)
+    notices = [e.text for e in recorder.events if e.type == "notice"]
+    assert any("did not fit" in text for text in notices)
+    assert not any(e.type == "notice" and e.level == "error" for e in recorder.events)
+
+
+async def test_a_second_overflow_is_reported_not_retried_again(
+    manager, workspace, model_server, recorder
+):
+    session = await manager.new_session(workspace)
+    session.subscribe(recorder)
+    overflow = {"error": {"code": "context_length_exceeded", "message": "too long"}}
+    model_server.push(Reply(status=400, error=overflow))
+    stop = await session.prompt("request 1")  # nothing to compact: no retry
+    assert stop == "end_turn"
+    assert len(model_server.bodies) == 1
+    errors = [e.text for e in recorder.events if e.type == "notice" and e.level == "error"]
+    assert errors and "HTTP 400" in errors[0]
