@@ -52,6 +52,9 @@ class ReplayReminder:
     cited: list[str]
     text: str
     trigger: str
+    turn: int | None = None
+    """1-based recording turn it was delivered in (set for completion checks, which
+    follow a response without tool calls rather than a call)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -162,6 +165,16 @@ def _record(
             )
 
 
+def _record_completion(report: ReplayReport, effects: list[Effect], step: int, turn: int) -> None:
+    for effect in effects:
+        if isinstance(effect, InjectReminder):
+            report.reminders.append(
+                ReplayReminder(
+                    step, effect.channel, list(effect.cited), effect.text, effect.trigger, turn
+                )
+            )
+
+
 async def replay_recording(
     recording: Recording,
     settings: MemorySettings | Callable[[], MemorySettings] | None = None,
@@ -191,9 +204,16 @@ async def replay_recording(
     report.yardstick = recording.yardstick
     done = 0
     stopped: set[tuple[tuple[str, ...], str]] = set()
+    last_call_turn = max((n for n, t in enumerate(recording.turns, 1) if t.calls), default=0)
     for number, turn in enumerate(recording.turns, 1):
         turn_id = f"turn-{number}"
         _record(report, mw.turn_start(turn_id, turn.user_text), done, mw)
+        if not turn.calls and number > last_call_turn:
+            # The final answer, without tool calls, would end the task: the loop asks
+            # memory's completion check first (§13.6; at most once per task). An
+            # answer without calls that the run went on from was a harness format
+            # error (mini-swe-agent), not the agent finishing.
+            _record_completion(report, mw.completion_check(turn_id), done, number)
         for call in turn.calls:
             tool_call = ToolCall(call.tool_name, call.args, f"call-{call.index}", call.kind)
             mw.before_tool(tool_call)
@@ -218,7 +238,7 @@ async def replay_recording(
         await mw.wait_idle()
     _record(report, mw.turn_start(None, ""), done, mw)  # drain what is still deferred
     # The recording ends: its last answer would have ended the task (§13.6).
-    _record(report, mw.completion_check(), done, mw)
+    _record_completion(report, mw.completion_check(), done, len(recording.turns))
     snapshot = mw.bank.snapshot()
     report.bank = snapshot
     report.environmental = [

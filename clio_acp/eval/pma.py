@@ -8,13 +8,18 @@ tool call it fired at (the model sees it at the next step), and compare with the
 steps after which the paper's memory agent injected a reminder (memory step *i*
 follows agent step *i*; ``Recording.yardstick``). A paper injection at step *i*
 agrees when we fired at agent step *i* or *i − 1* ("same agent step or the one
-before"). Reported as counts and percentages both ways. Reads files only.
+before"). Reported as counts and percentages both ways, beside a chance baseline:
+the expected agreement of as many reminders placed at random agent steps of all
+the runs (exact, hypergeometric), and the stricter per-run baseline (each run's own
+number of reminders at its own random steps). Firings after the paper's last memory
+step are outside the yardstick and left out. Reads files only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +46,12 @@ class PmaRun:
     our_steps: list[int]
     paper_matched: int
     ours_matched: int
+    chance_matched: float = 0.0
+    """Expected paper injections matched by as many firings at random agent steps."""
+    outside: int = 0
+    """Our firings after the paper's last memory step (not comparable, left out)."""
+    window_steps: list[int] = field(default_factory=list)
+    """The agent steps the paper could have spoken after (its memory steps)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +66,8 @@ class PmaRun:
             "oursMatched": self.ours_matched,
             "agreementPct": _pct(self.paper_matched, len(self.paper_steps)),
             "precisionPct": _pct(self.ours_matched, len(self.our_steps)),
+            "chanceMatched": round(self.chance_matched, 2),
+            "outsideYardstick": self.outside,
         }
 
 
@@ -68,6 +81,13 @@ class PmaComparison:
         ours = sum(len(r.our_steps) for r in self.runs)
         pm = sum(r.paper_matched for r in self.runs)
         om = sum(r.ours_matched for r in self.runs)
+        pooled = chance_matches(
+            [(n, i) for n, r in enumerate(self.runs) for i in r.paper_steps],
+            [(n, i) for n, r in enumerate(self.runs) for i in r.window_steps],
+            ours,
+        )
+        chance = sum(r.chance_matched for r in self.runs)
+        chance_pct = round(100.0 * chance / paper, 1) if paper else 0.0
         return {
             "tasks": len(self.runs),
             "paperInjections": paper,
@@ -76,6 +96,12 @@ class PmaComparison:
             "oursMatched": om,
             "agreementPct": _pct(pm, paper),
             "precisionPct": _pct(om, ours),
+            "chanceMatched": round(pooled, 2),
+            "chancePct": round(100.0 * pooled / paper, 1) if paper else 0.0,
+            "ratioToChance": round(pm / pooled, 2) if pooled else None,
+            "chancePerRunMatched": round(chance, 2),
+            "chancePerRunPct": chance_pct,
+            "ratioToChancePerRun": round(pm / chance, 2) if chance else None,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,13 +135,20 @@ def _agent_step_numbers(path: Path) -> list[int]:
 def firing_steps(recording: Recording, report: ReplayReport, step_numbers: list[int]) -> list[int]:
     """Agent steps at which our memory spoke (sorted, unique). An effect with tool-call
     step *k* belongs to the agent step that ran call *k*; step 0 (before any call)
-    to the step before the first agent step."""
+    to the step before the first agent step; a completion check to the agent step
+    whose answer (without tool calls) it followed."""
     call_step: dict[int, int] = {}
     for turn, number in zip(recording.turns, step_numbers, strict=False):
         for call in turn.calls:
             call_step[call.index] = number
     first = (step_numbers[0] - 1) if step_numbers else 0
-    return sorted({call_step.get(r.step, first) if r.step else first for r in report.reminders})
+    fired: set[int] = set()
+    for r in report.reminders:
+        if r.turn is not None and 0 < r.turn <= len(step_numbers):
+            fired.add(step_numbers[r.turn - 1])
+        else:
+            fired.add(call_step.get(r.step, first) if r.step else first)
+    return sorted(fired)
 
 
 def agreement(paper: list[int], ours: list[int]) -> tuple[int, int]:
@@ -126,6 +159,24 @@ def agreement(paper: list[int], ours: list[int]) -> tuple[int, int]:
     paper_matched = sum(1 for i in paper if i in mine or (i - 1) in mine)
     ours_matched = sum(1 for s in ours if s in theirs or (s + 1) in theirs)
     return paper_matched, ours_matched
+
+
+def chance_matches(paper: list[Any], steps: list[Any], firings: int) -> float:
+    """The expected number of paper injections that ``firings`` reminders placed at
+    distinct agent steps drawn uniformly from ``steps`` would match (same rule as
+    ``agreement``): exact, by the hypergeometric miss probability per injection.
+    Steps are ints (one run) or ``(run, step)`` pairs (all runs pooled)."""
+    members = set(steps)
+    n, k = len(members), min(firings, len(members))
+    if not paper or k <= 0 or n == 0:
+        return 0.0
+    total = 0.0
+    for i in paper:
+        before = (i[0], i[1] - 1) if isinstance(i, tuple) else i - 1
+        hits = len({i, before} & members)
+        miss = math.comb(n - hits, k) / math.comb(n, k) if n - hits >= k else 0.0
+        total += 1.0 - miss
+    return total
 
 
 def find_runs(folder: Path) -> list[Path]:
@@ -155,7 +206,13 @@ async def compare_pma(
         for recording in recordings:
             report = await replay_recording(recording, settings, client_factory=client_factory)
             paper = sorted(set((recording.yardstick or {}).get("injected_after_steps") or []))
-            ours = firing_steps(recording, report, numbers)
+            # The paper's memory step i precedes agent step i+1: after its last
+            # memory step it could no longer speak, so firings later than that are
+            # outside the yardstick (left out, for chance too).
+            window = int((recording.yardstick or {}).get("memory_steps") or 0)
+            fired = firing_steps(recording, report, numbers)
+            ours = [s for s in fired if not window or s <= window]
+            numbers_in = [n for n in numbers if not window or n <= window]
             pm, om = agreement(paper, ours)
             result.runs.append(
                 PmaRun(
@@ -166,6 +223,9 @@ async def compare_pma(
                     our_steps=ours,
                     paper_matched=pm,
                     ours_matched=om,
+                    chance_matched=chance_matches(paper, numbers_in, len(ours)),
+                    outside=len(fired) - len(ours),
+                    window_steps=numbers_in,
                 )
             )
     return result
@@ -184,11 +244,24 @@ def format_comparison(comparison: PmaComparison) -> str:
             f"{r.task[:44]:<44} {r.agent_steps:>5} {len(r.paper_steps):>5} {len(r.our_steps):>5} "
             f"{r.paper_matched:>3} {d['agreementPct']:>4.1f}% {r.ours_matched:>3} {d['precisionPct']:>5.1f}%"
         )
-        lines.append(f"{'':<4}paper after steps {r.paper_steps}; ours at {r.our_steps}")
+        outside = f" (+{r.outside} after its last memory step)" if r.outside else ""
+        lines.append(f"{'':<4}paper after steps {r.paper_steps}; ours at {r.our_steps}{outside}")
     t = comparison.totals()
     lines.append(
         f"TOTAL: {t['tasks']} runs, paper {t['paperInjections']} injections, ours "
         f"{t['ourFirings']} firings; agreement {t['paperMatched']}/{t['paperInjections']} "
         f"({t['agreementPct']}%), precision {t['oursMatched']}/{t['ourFirings']} ({t['precisionPct']}%)"
+    )
+    ratio = "-" if t["ratioToChance"] is None else f"{t['ratioToChance']}x"
+    per_run = "-" if t["ratioToChancePerRun"] is None else f"{t['ratioToChancePerRun']}x"
+    lines.append(
+        f"CHANCE: the same number of reminders at random agent steps (of all runs) would "
+        f"match {t['chanceMatched']}/{t['paperInjections']} ({t['chancePct']}%); ours is "
+        f"{ratio} chance"
+    )
+    lines.append(
+        f"CHANCE per run (each run's own number of reminders at its random steps, stricter): "
+        f"{t['chancePerRunMatched']}/{t['paperInjections']} ({t['chancePerRunPct']}%); ours is "
+        f"{per_run} that"
     )
     return "\n".join(lines)

@@ -829,12 +829,12 @@ def environment_signature(
             continue
         module = _MISSING_MODULE.search(line)
         if module and module.group(1).split(".")[0] in programs:
-            return f"missing module for {module.group(1)}"
+            return f"missing module: {_mask_volatile(line)[:200]}"
         if "No such file or directory" in line and programs:
             head = line.split(":", 2)
             named = head[1].strip() if len(head) > 2 and head[0] in {"bash", "sh", "zsh"} else ""
             if named and named.rsplit("/", 1)[-1] in programs and named != "cd":
-                return f"executable missing: {named}"
+                return f"executable missing: {_mask_volatile(line)[:200]}"
         for kind, pattern in _ENV_LINE_PATTERNS:
             match = pattern.search(line)
             if match is None:

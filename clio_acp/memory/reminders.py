@@ -131,7 +131,7 @@ def completion_check_text(requirements: list[tuple[str, str]]) -> str:
     head = "Memory: before you finish, check: "
     for per_item in (90, 60, 40, 28, 18, 0):
         parts = [
-            f"[{entry_id}] {_cut(text, per_item)}" if per_item else f"[{entry_id}]"
+            f"[{entry_id}] {_cut(text, per_item).rstrip('.')}" if per_item else f"[{entry_id}]"
             for entry_id, text in requirements
         ]
         text = head + "; ".join(parts) + "."
@@ -161,12 +161,12 @@ def status_text(
     steps: int,
 ) -> str:
     """§13.5 the rules-written status entry (the bank caps it at 1200 chars)."""
-    parts = [f"Goal: {_cut(goal, 200)}."]
+    parts = [f"Goal: {_cut(goal, 200).rstrip('.')}."]
     parts.append(
         "Files changed: " + (", ".join(_cut(f, 80) for f in files[-12:]) or "none yet") + "."
     )
     if last:
-        parts.append(f"Last command: {_cut(last, 260)}.")
+        parts.append(f"Last command: {_cut(last, 260).rstrip('.')}.")
     if unresolved:
         parts.append(
             "Unresolved failures: " + "; ".join(_cut(u, 160) for u in unresolved[-4:]) + "."

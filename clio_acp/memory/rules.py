@@ -92,6 +92,9 @@ class EnvSighting:
     commands: list[str] = field(default_factory=list)
     entry_id: str | None = None
     reminded: bool = False
+    needed: int = 2
+    """Calls failing alike before the reminder: the second sighting (§13.2), or the
+    call after the one that made a dead tool channel evident."""
 
 
 @dataclass

@@ -85,3 +85,32 @@ def test_a_malformed_labels_file_is_refused(tmp_path):
     bad.write_text("nope")
     with pytest.raises(LabelError, match="not a labels file"):
         load_labels(bad)
+
+
+async def test_figures_reached_on_the_shared_runs_are_pinned():
+    """Issue 14 done-when, by these labels (regressions fail here; bench/memory_labels.py
+    prints the same table)."""
+    from clio_acp.agent.replay import replay_file
+    from tests.conftest import SHARED
+
+    traj = SHARED / "trajectories"
+    files = [
+        *sorted(traj.glob("mini-swe-agent-gemini3-swebv/*.traj.json")),
+        traj / "openhands-swebl-gpt5" / "output.jsonl",
+        *sorted(traj.glob("pma-tb2/*/*/trajectory_agent.steps.jsonl")),
+    ]
+    reports = []
+    for path in files:
+        reports += await replay_file(path)
+    score = score_reports(reports, load_labels(LABELS)).to_dict()
+    assert score["unlabelled"] == [] and score["calls"] == 1420
+    t = score["triggers"]
+    # Every blind retry caught at its second occurrence.
+    assert t["repeated_failure"]["recallPct"] == 100.0
+    assert t["repeated_failure"]["precisionPct"] == 100.0
+    assert t["unchanged_after_edit"]["recallPct"] >= 82.6
+    assert t["unchanged_after_edit"]["precisionPct"] >= 100.0
+    assert t["environment"]["precisionPct"] >= 100.0
+    assert t["recurring_problem"]["firedAtCalls"] == 0
+    assert score["remindersAtQuietCalls"] == {"edit_changed_outcome": 0, "informative": 0}
+    assert score["remindersPer100"] <= 1.98

@@ -92,12 +92,32 @@ def test_compare_pma_on_the_real_pma_tb2_runs(run_cli):
     assert total["paperMatched"] == sum(r["paperMatched"] for r in data["runs"])
     assert total["ourFirings"] == sum(r["ourFirings"] for r in data["runs"])
     assert total["agreementPct"] == round(100 * total["paperMatched"] / total["paperInjections"], 1)
+    # Issue 14 done-when: ≥20 % of the paper's injections, and ≥1.25× what as many
+    # reminders at random agent steps would get (pinned at the figures reached).
+    assert total["agreementPct"] >= 34.6
+    assert total["ratioToChance"] >= 1.38
+    assert total["ratioToChancePerRun"] >= 1.24
+
+
+def test_chance_baseline_is_the_exact_expectation():
+    from clio_acp.eval.pma import chance_matches
+
+    # One firing among steps 1..4; paper after steps 2 and 4: step 2 is matched by a
+    # firing at 1 or 2 (2 of 4), step 4 by 3 or 4 (2 of 4) → 0.5 + 0.5.
+    assert chance_matches([2, 4], [1, 2, 3, 4], 1) == 1.0
+    # Firing everywhere matches everything; no firing matches nothing.
+    assert chance_matches([2, 4], [1, 2, 3, 4], 4) == 2.0
+    assert chance_matches([2, 4], [1, 2, 3, 4], 0) == 0.0
+    # Pooled over runs: (run, step) pairs never match across runs.
+    assert chance_matches([(0, 1)], [(0, 1), (1, 0)], 1) == 0.5
 
 
 def test_compare_pma_text_report_and_errors(run_cli, tmp_path):
     proc = run_cli("replay", "--compare-pma", str(PMA / "hf-model-inference"))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1].startswith("TOTAL: 1 runs, paper 1 injections")
+    lines = proc.stdout.splitlines()
+    assert lines[-3].startswith("TOTAL: 1 runs, paper 1 injections")
+    assert lines[-2].startswith("CHANCE: the same number of reminders at random agent steps")
     empty = run_cli("replay", "--compare-pma", str(tmp_path))
     assert empty.returncode == 1 and "trajectory_memory.steps.jsonl" in empty.stderr
     nothing = run_cli("replay")

@@ -159,6 +159,8 @@ class RulesTriggers:
             sighting = rules.note_environment(dead, step.step, step.command)
             if len(set(sighting.commands)) < DEAD_CHANNEL_COMMANDS:
                 return None
+            if sighting.entry_id is None:
+                sighting.needed = len(sighting.steps) + 1
         else:
             sighting = rules.note_environment(signature, step.step, step.command)
         if sighting.entry_id is None or self.bank.kind_of(sighting.entry_id) != "knowledge":
@@ -170,7 +172,7 @@ class RulesTriggers:
     def _environment_reminder(
         self, settings: MemorySettings, step: TrajectoryStep, sighting: EnvSighting | None
     ) -> list[Effect]:
-        if sighting is None or sighting.reminded or len(sighting.steps) < 2:
+        if sighting is None or sighting.reminded or len(sighting.steps) < sighting.needed:
             return []
         if sighting.entry_id is None:
             return []
