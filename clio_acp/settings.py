@@ -334,6 +334,23 @@ def _check_shape(data: Any, source: str) -> None:
             stack.extend((child, depth + 1) for child in children)
 
 
+_FLOW_DEPTH_LIMIT = 100
+
+
+def _check_flow_depth(text: str, source: str) -> None:
+    """Refuse ``[[[[…`` / ``{{{{…`` nesting before YAML sees it: PyYAML's scanner takes
+    seconds on a few thousand levels. Brackets are counted everywhere (quotes too), so
+    the limit is far above any real file's nesting."""
+    depth = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            if depth > _FLOW_DEPTH_LIMIT:
+                raise SettingsError(source, f"nested more than {_FLOW_DEPTH_LIMIT} levels deep")
+        elif char in "]}" and depth:
+            depth -= 1
+
+
 def _decode(raw: bytes, source: str) -> str:
     try:
         return raw.decode("utf-8-sig")
@@ -361,6 +378,7 @@ def read_settings_file(path: Path) -> dict[str, Any]:
     if len(raw) > MAX_SETTINGS_BYTES:
         raise SettingsError(source, f"larger than {MAX_SETTINGS_BYTES} bytes")
     text = _decode(raw, source)
+    _check_flow_depth(text, source)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
