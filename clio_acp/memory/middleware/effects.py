@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from clio_acp.memory.redact import redact_preserving_markers
+
 __all__ = [
     "AnnotateToolResult",
     "Effect",
@@ -45,6 +47,14 @@ class ToolOutcome:
     digest: str | None = None
 
 
+def _redact_field(effect: object, name: str) -> None:
+    """Everything memory says is redacted when it is made (issue 17): the model, the
+    editor (ACP/LSP), the journal and the trace all receive the same clean text."""
+    value = getattr(effect, name)
+    if isinstance(value, str):
+        object.__setattr__(effect, name, redact_preserving_markers(value))
+
+
 @dataclass(frozen=True)
 class AnnotateToolResult:
     """Append ``text`` to the result of ``tool_call_id`` before the model sees it
@@ -57,6 +67,9 @@ class AnnotateToolResult:
     trigger: str = "repeated_failure"
     severity: Literal["warn", "info"] = "warn"
     paths: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _redact_field(self, "text")
 
 
 @dataclass(frozen=True)
@@ -74,6 +87,9 @@ class InjectReminder:
     offer_id: str | None = None
     paths: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        _redact_field(self, "text")
+
 
 @dataclass(frozen=True)
 class StopTurn:
@@ -82,6 +98,9 @@ class StopTurn:
     notice: str
     cited: tuple[str, ...] = ()
     trigger: str = "loop_signal"
+
+    def __post_init__(self) -> None:
+        _redact_field(self, "notice")
 
 
 Effect = AnnotateToolResult | InjectReminder | StopTurn
