@@ -77,10 +77,25 @@ def normalize_content(text: str) -> str:
     """
     if not isinstance(text, str):
         raise ValueError("task memory content must be a string")
+    known = _NORMALIZED.get(text)
+    if known is not None:
+        return known
     content = collapse_whitespace(redact_preserving_markers(well_formed_text(text)))
     if not content:
         raise ValueError("task memory content is empty")
-    return cut_keeping_markers(content, MAX_CONTENT_CHARS).rstrip()
+    result = cut_keeping_markers(content, MAX_CONTENT_CHARS).rstrip()
+    if len(_NORMALIZED) >= NORMALIZED_MEMO_ENTRIES:
+        _NORMALIZED.clear()
+    # Normalization is idempotent, so its result maps to itself: content normalized
+    # by a caller and handed to the bank (the rules status) is not redacted twice.
+    _NORMALIZED[text] = _NORMALIZED[result] = result
+    return result
+
+
+# Recent inputs and results of ``normalize_content`` (redaction is the costly part of
+# a rules-tier write); a plain dict cleared when full, safe across threads.
+NORMALIZED_MEMO_ENTRIES = 512
+_NORMALIZED: dict[str, str] = {}
 
 
 def _base36(n: int) -> str:

@@ -350,3 +350,13 @@ def test_bank_restore_rejects_a_hostile_snapshot_and_keeps_the_bank(snapshot):
     with pytest.raises(ValueError):
         bank.restore(snapshot)
     assert bank.snapshot() == before
+
+
+def test_normalizing_normalized_content_is_a_fixed_point_and_memoised():
+    from clio_acp.memory import bank as bank_module
+
+    raw = "Use  API_KEY=sk-live-0123456789abcdef0123456789  in   the fixture."
+    once = bank_module.normalize_content(raw)
+    assert "[redacted:" in once and "  " not in once
+    assert bank_module.normalize_content(once) == once
+    assert bank_module._NORMALIZED[once] == once  # handed back without a second redaction
