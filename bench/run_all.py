@@ -36,6 +36,7 @@ SCRIPTS: list[tuple[str, list[str]]] = [
     ("lsp_latency", ["--requests", "50"]),
     ("agent_loop", []),
     ("embedded_model", []),
+    ("redaction", []),
 ]
 RUNS_DEFAULT = 3
 RUNS_OVERRIDE = {"lsp_latency": 1, "embedded_model": 2}  # each run is seconds long
