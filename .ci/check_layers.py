@@ -102,7 +102,6 @@ FACE_EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
 
 # Units over the size limits: qualified name "module:Class.func" -> reason.
 SIZE_EXCEPTIONS: dict[str, str] = {
-    "clio_acp.lsp.session_face:SessionFace": _PENDING + " (LSP face split by feature)",
 }
 
 

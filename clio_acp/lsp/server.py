@@ -342,7 +342,7 @@ async def initialized(ls: ClioLanguageServer, params: types.InitializedParams) -
         await ls.pull_configuration()
     finally:
         ls.configured.set()
-    await ls.face.refresh_proposals()
+    await ls.face.proposals.refresh()
 
 
 @SERVER.feature(types.SHUTDOWN)
@@ -418,7 +418,7 @@ async def code_action(ls: ClioLanguageServer, params: types.CodeActionParams) ->
                 ),
                 None,
             )
-            proposal = ls.face.proposals.get(proposal_id or "")
+            proposal = ls.face.proposals.pending.get(proposal_id or "")
             if proposal is None or proposal.record_id in seen:
                 continue
             seen.add(proposal.record_id)
@@ -434,8 +434,8 @@ async def code_action(ls: ClioLanguageServer, params: types.CodeActionParams) ->
 async def _pending_proposals(ls: ClioLanguageServer) -> list[MemoryProposal]:
     """Every pending proposal: unapproved, unrejected durable records (re-read when
     records.json changed)."""
-    await ls.face.refresh_proposals(only_if_changed=True)
-    return list(ls.face.proposals.values())
+    await ls.face.proposals.refresh(only_if_changed=True)
+    return list(ls.face.proposals.pending.values())
 
 
 # -- commands: turns -------------------------------------------------------------------
@@ -483,7 +483,7 @@ async def session_load(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 @command("clio.session.list")
 async def session_list(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     parsed = _args(ListArgs, args, bare="cwd")
-    manager = ls.face._ensure_manager()
+    manager = ls.face.ensure_manager()
     cwd = Path(parsed.cwd) if parsed.cwd else None
     infos, next_cursor = await _core(
         manager.list_sessions(cwd=cwd, cursor=parsed.cursor, limit=parsed.limit)
@@ -513,7 +513,7 @@ async def session_close(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 @command("clio.memory.show")
 async def memory_show(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     _args(ShowArgs, args)
-    await ls.face.write_document_now()
+    await ls.face.document.write_now()
     pending = await _pending_proposals(ls)
     return {
         "sessionId": ls.face.session.id if ls.face.session is not None else None,
@@ -521,7 +521,7 @@ async def memory_show(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
         "proposals": [
             {"recordId": p.record_id, "scope": p.scope, "content": p.content} for p in pending
         ],
-        "document": ls.face.memory_doc.as_uri(),
+        "document": ls.face.document.path.as_uri(),
     }
 
 
@@ -529,7 +529,7 @@ async def memory_show(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 async def memory_approve(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     parsed = _args(RecordArgs, args, bare="recordId")
     outcome = await _core(commands.approve(ls.paths, parsed.record_id))
-    ls.face.resolve_proposal(parsed.record_id)
+    ls.face.proposals.resolve(parsed.record_id)
     return {"recordId": outcome.record_id, "status": outcome.status}
 
 
@@ -537,7 +537,7 @@ async def memory_approve(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 async def memory_reject(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     parsed = _args(RecordArgs, args, bare="recordId")
     outcome = await _core(commands.reject(ls.paths, parsed.record_id))
-    ls.face.resolve_proposal(parsed.record_id)
+    ls.face.proposals.resolve(parsed.record_id)
     return {"recordId": outcome.record_id, "status": outcome.status}
 
 
@@ -554,7 +554,7 @@ async def memory_promote(ls: ClioLanguageServer, *args: Any) -> Any:
             acknowledge_global=parsed.acknowledge_global,
         )
     )
-    await ls.face.refresh_proposals()
+    await ls.face.proposals.refresh()
     return result.to_wire()
 
 
@@ -580,7 +580,7 @@ async def memory_propose_event(ls: ClioLanguageServer, *args: Any) -> Any:
 async def memory_seed(ls: ClioLanguageServer, *args: Any) -> Any:
     parsed = _args(SessionArgs, args, bare="sessionId")
     result = await _core(commands.seed(ls.face.require_session(parsed.session_id)))
-    ls.face.schedule_document()
+    ls.face.document.schedule()
     return result
 
 
@@ -594,7 +594,7 @@ async def handoff(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 @command("clio.usage")
 async def usage(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     _args(SessionArgs, args, bare="sessionId")
-    report = commands.usage(ls.face.session, ls.face.usage)
+    report = commands.usage(ls.face.session, ls.face.usage.totals)
     return {key: report[key] for key in ("sessionId", "session", "memory")}
 
 

@@ -1,6 +1,6 @@
 """``/memory seed`` text in the LSP face names the handoff entries left out as invalid."""
 
-from clio_acp.lsp.session_face import _describe_seed
+from clio_acp.lsp.features.resume_offer import describe_seed as _describe_seed
 
 
 def test_seed_description_names_rejected_entries() -> None:
