@@ -101,8 +101,7 @@ FACE_EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
 }
 
 # Units over the size limits: qualified name "module:Class.func" -> reason.
-SIZE_EXCEPTIONS: dict[str, str] = {
-}
+SIZE_EXCEPTIONS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
