@@ -17,6 +17,16 @@ RESOURCE_NOT_FOUND = -32002
 """ACP ``ErrorCode`` resource not found: an unknown session id (issue 7 item 3)."""
 
 
+STORAGE_UNAVAILABLE = -32000
+"""JSON-RPC server error: the state folder is full, read-only or unusable (issue 17)."""
+
+
+def storage_unavailable(reason: str, message: str) -> RequestError:
+    """``-32000`` whose message is the plain sentence (``the disk holding … is full``),
+    with ``data: {"reason": full|read-only|cannot-open|io}``; never SQLite's text."""
+    return RequestError(STORAGE_UNAVAILABLE, message, {"reason": reason})
+
+
 def not_found(session_id: str) -> RequestError:
     """``-32002`` "Resource not found" with ``data: {"sessionId": session_id}``."""
     return RequestError(RESOURCE_NOT_FOUND, "Resource not found", {"sessionId": session_id})

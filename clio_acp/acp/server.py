@@ -55,7 +55,14 @@ from clio_acp import __version__
 from clio_acp import session as core  # names resolve on first use: a fast initialize
 from clio_acp.acp import config_options as co
 from clio_acp.acp import updates
-from clio_acp.acp.errors import REQUEST_CANCELLED, absolute, invalid_params, message_of, not_found
+from clio_acp.acp.errors import (
+    REQUEST_CANCELLED,
+    absolute,
+    invalid_params,
+    message_of,
+    not_found,
+    storage_unavailable,
+)
 from clio_acp.acp.hosting import ClientTools, Hosted, Hosting, cancel_turn, run_turn
 from clio_acp.acp.requests import RequestTracker
 from clio_acp.acp.slash import parse_slash, prompt_text, run_slash_command
@@ -466,11 +473,14 @@ def build_router(agent: ClioAcpAgent) -> MessageRouter:
     def request(method: str, model: type[BaseModel] | None, func: Callable[..., Any]) -> None:
         async def handle(params: Any) -> Any:
             payload = params if params is not None else {}
-            if model is None:
-                if not isinstance(payload, dict):
-                    raise invalid_params("params must be an object")
-                return await func(payload)
-            return await func(model.model_validate(payload))
+            try:
+                if model is None:
+                    if not isinstance(payload, dict):
+                        raise invalid_params("params must be an object")
+                    return await func(payload)
+                return await func(model.model_validate(payload))
+            except core.JournalUnavailable as exc:
+                raise storage_unavailable(exc.reason, str(exc)) from None
 
         router.add_route(Route(method=method, func=track(handle), kind="request"))
 

@@ -138,15 +138,21 @@ def storage_problem(path: Path, exc: BaseException) -> JournalError:
         return JournalUnavailable(
             "read-only",
             f"cannot save the session: {folder} is read-only or not writable by this user. "
-            "Make it writable (or point XDG_STATE_HOME elsewhere) and start again.",
+            "Make it writable (or point CLIO_ACP_STATE_DIR elsewhere) and start again.",
         )
     if primary == _SQLITE_CANTOPEN:
         return JournalUnavailable(
             "cannot-open",
             f"cannot open the session journal {path}: check that {folder} exists and is writable.",
         )
-    if primary == _SQLITE_IOERR or isinstance(exc, OSError):
+    if primary == _SQLITE_IOERR:
         return JournalUnavailable("io", f"cannot save the session to {path}: disk error ({exc}).")
+    if isinstance(exc, OSError):
+        return JournalUnavailable(
+            "cannot-open",
+            f"cannot use the state folder {folder}: {exc.strerror or exc}. Check that it is "
+            "a writable folder (or point CLIO_ACP_STATE_DIR elsewhere).",
+        )
     return JournalError(f"journal {path}: {exc}")
 
 
