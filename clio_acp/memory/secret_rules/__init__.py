@@ -183,11 +183,21 @@ class SecretRule:
         source = self.source
         if not self.rule_id.startswith("generic"):
             source = source.replace(_GITLEAKS_TERMINATOR, _OPTIONAL_TERMINATOR)
+        if self.is_template:
+            # The leading name characters only move the match start left; scanning
+            # them lazily at every offset is most of the cost. ``secret_spans``
+            # restores the same start for the allowlists that look at the match.
+            source = "(?i)(?:" + source[len(_KEYWORD_TEMPLATE_PREFIX) :]
         try:
             return _compile(source)
         except re.error as error:
             log.warning("secret rule %s left out: %s", self.rule_id, error)
             return None
+
+    @property
+    def is_template(self) -> bool:
+        """gitleaks' "name with keyword, separator, value" template rule."""
+        return self.source.startswith(_KEYWORD_TEMPLATE_PREFIX)
 
     def secret_span(self, match: re.Match[str]) -> tuple[int, int] | None:
         """The span gitleaks reports as the secret: ``secretGroup``, else the first
@@ -237,9 +247,11 @@ class Ruleset:
                 continue
             if rule.entropy and rule.rule_id.startswith("generic") and not _has_digit(secret):
                 continue
-            line = _line_around(text, match.start(), match.end())
+            start = _name_start(text, match.start()) if rule.is_template else match.start()
+            line = _line_around(text, start, match.end())
+            matched = text[start : match.end()]
             lists = (*rule.allowlists, self.global_allowlist)
-            if any(allow.allows(secret, match.group(), line) for allow in lists):
+            if any(allow.allows(secret, matched, line) for allow in lists):
                 continue
             yield span
 
@@ -255,7 +267,7 @@ def _matches(rule: SecretRule, text: str) -> Iterator[re.Match[str]]:
     backtracks where Go's RE2 does not: scanning a 50 KB file with the template at
     every offset costs ~100 ms, its keyword lines a few."""
     assert rule.pattern is not None
-    if not rule.source.startswith(_KEYWORD_TEMPLATE_PREFIX):
+    if not rule.is_template:
         yield from rule.pattern.finditer(text)
         return
     for start, end in _keyword_windows(text, rule.keywords):
@@ -282,6 +294,18 @@ def _keyword_windows(text: str, keywords: tuple[str, ...]) -> list[tuple[int, in
         else:
             merged.append((start, end))
     return merged
+
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def _name_start(text: str, keyword_at: int) -> int:
+    """Where the template's ``[\\w.-]{0,50}?`` would have started the match: up to 50
+    name characters left of the keyword (the leftmost, as a left-to-right scan finds)."""
+    start = keyword_at
+    while start > 0 and keyword_at - start < 50 and text[start - 1] in _NAME_CHARS:
+        start -= 1
+    return start
 
 
 def _has_digit(text: str) -> bool:
