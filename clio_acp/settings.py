@@ -233,6 +233,14 @@ class Settings(_Model):
         return next((t for t in self.targets if t.id == target_id), None)
 
 
+def settings_error_notice(error: object) -> str:
+    """What the editors and ``doctor`` say about unusable settings (issue 20 item 5)."""
+    return (
+        f"clio: settings not applied: {error}. The previous good settings stay in force "
+        "(the defaults if none loaded yet); fix the file and save it, it is re-read."
+    )
+
+
 class SettingsError(ValueError):
     """Settings that cannot be used. ``source`` is the file path or ``"environment"``
     / ``"editor"``; ``key`` the dotted camelCase key (``targets[0].url``) when known;

@@ -147,13 +147,16 @@ class Hosting:
         except Exception:
             log.exception("could not translate %s", type(event).__name__)
 
-    def after_response(self, session_id: str) -> None:
-        """Send ``available_commands_update`` once the current response is out."""
+    def after_response(self, session_id: str, then: Callable[[Hosted], None] | None = None) -> None:
+        """Send ``available_commands_update`` once the current response is out, then
+        call ``then(hosted)`` (more updates that must follow the response)."""
 
         def send() -> None:
             hosted = self._hosted.get(session_id)
             if hosted is not None:
                 hosted.enqueue(updates.available_commands_update())
+                if then is not None:
+                    then(hosted)
 
         if self.transport is not None:
             self.transport.after_response(CURRENT_REQUEST_ID.get(), send)

@@ -67,6 +67,7 @@ from clio_acp.acp.hosting import ClientTools, Hosted, Hosting, cancel_turn, run_
 from clio_acp.acp.requests import RequestTracker
 from clio_acp.acp.slash import parse_slash, prompt_text, run_slash_command
 from clio_acp.acp.transport import LineTransport
+from clio_acp.settings import settings_error_notice
 
 if TYPE_CHECKING:
     from clio_acp.session import SessionManager
@@ -174,6 +175,8 @@ class ClioAcpAgent:
         self.requests = RequestTracker()
         self._tools: ClientTools | None = None
         self._overrides = co.SettingsOverrides(settings)
+        self._settings_told: dict[str, str] = {}
+        """Per session id: the settings problem it was told about."""
         now = self._file_settings()
         self._llm_memory_target = now.context.memory.target if now is not None else None
 
@@ -263,8 +266,23 @@ class ClioAcpAgent:
         roots = [absolute(p, "additionalDirectories") for p in req.additional_directories or []]
         session = await self.manager().new_session(cwd, extra_roots=roots)
         self.hosting.host(session)
-        self.hosting.after_response(session.id)
+        self.hosting.after_response(session.id, self._tell_settings_problem)
         return {"sessionId": session.id, **self._session_state(session)}
+
+    def _tell_settings_problem(self, hosted: Hosted) -> None:
+        """Queue a visible notice when the settings file is unusable (once per session
+        and problem; issue 20 item 5). The session runs on the last good settings."""
+        error = getattr(self._settings, "error", None)
+        session_id = hosted.session.id
+        if error is None:
+            self._settings_told.pop(session_id, None)
+            return
+        if self._settings_told.get(session_id) == str(error):
+            return
+        self._settings_told[session_id] = str(error)
+        text = settings_error_notice(error)
+        for update in updates.notice_updates(session_id, "error", text, self.hosting.presentation):
+            hosted.enqueue(update)
 
     async def load_session(self, req: LoadSessionRequest) -> dict[str, Any]:
         """ACP ``session/load``: replay the history as ``session/update``, then answer."""
@@ -360,6 +378,7 @@ class ClioAcpAgent:
                 {"details": "a prompt turn is already running in this session"}
             )
         text = prompt_text(req.prompt)
+        self._tell_settings_problem(hosted)
         title_before = hosted.session.title
         hosted.turn = asyncio.current_task()
         hosted.cancelling = False

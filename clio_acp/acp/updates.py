@@ -163,6 +163,15 @@ def event_to_updates(event: ev.SessionEvent, presentation: Presentation) -> list
     return []
 
 
+def notice_updates(
+    session_id: str, level: str, text: str, presentation: Presentation
+) -> list[dict[str, Any]]:
+    """A visible notice outside a turn (settings problems): a ``notice`` update for
+    clients that declared notices, else an agent message."""
+    event = ev.Notice(session_id=session_id, level=level, text=text)  # type: ignore[arg-type]
+    return event_to_updates(event, presentation)
+
+
 def _finished(event: ev.ToolCallFinished) -> dict[str, Any]:
     content: list[Any] = []
     if event.path is not None and event.new_text is not None:

@@ -143,6 +143,18 @@ class RouterChatModel:
     def context_window(self) -> int:
         return max(1, int(self.window_tokens / self.token_scale))
 
+    @property
+    def route_note(self) -> str | None:
+        """What a session's first turn tells the user about a chat route they did not
+        choose (the embedded model, taken because no target is configured), else None."""
+        if not self.router.table.implicit_chat:
+            return None
+        return (
+            f"Chat runs on the embedded model ({self.name}) because no chat target is "
+            "configured. It shows the pipeline working but cannot do real agent work: "
+            "add a target to settings.yaml (clio-acp settings path; docs/configuration.md)."
+        )
+
     def learn_window(self, window: int) -> None:
         """Take ``window`` (tokens, e.g. from a context-overflow error) as the real one."""
         self.window_tokens = min(self.window_tokens, window)

@@ -42,7 +42,7 @@ from clio_acp.lsp.protocol import ClioLanguageServerProtocol, scrub_paths
 from clio_acp.lsp.session_face import FaceError, SessionFace
 from clio_acp.paths import Paths, resolve_paths
 from clio_acp.session import CommandError, MemoryProposal, commands, neutralize_untrusted
-from clio_acp.settings import Settings, SettingsStore, open_settings
+from clio_acp.settings import Settings, SettingsStore, open_settings, settings_error_notice
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +68,7 @@ class ClioLanguageServer(LanguageServer):
         self.face = SessionFace(self)
         self._settings_cache: tuple[float | None, Settings] | None = None
         self._settings_store: SettingsStore | None = None
+        self._settings_error_shown: str | None = None
         self.configured = asyncio.Event()
         """Set once the initial ``workspace/configuration`` pull is done (or skipped);
         commands wait for it so the first one already sees the editor's settings."""
@@ -91,7 +92,15 @@ class ClioLanguageServer(LanguageServer):
             if store.error is not None:
                 logger.warning("Settings are invalid, keeping the last good ones: %s", store.error)
             self._settings_cache = (mtime, store())
+        self._report_settings_error(store.error)
         return self._settings_cache[1]
+
+    def _report_settings_error(self, error: Exception | None) -> None:
+        """``window/showMessage`` (Error) once per distinct settings problem."""
+        text = None if error is None else str(error)
+        if text is not None and text != self._settings_error_shown:
+            self.show_message(settings_error_notice(error), types.MessageType.Error)
+        self._settings_error_shown = text
 
     def client_supports(self, dotted: str) -> bool:
         """Whether the client declared capability ``dotted`` (snake_case path)."""
@@ -342,6 +351,7 @@ async def initialized(ls: ClioLanguageServer, params: types.InitializedParams) -
         await ls.pull_configuration()
     finally:
         ls.configured.set()
+    ls.settings_reader()  # a broken settings file is shown now, not at the first command
     await ls.face.proposals.refresh()
 
 

@@ -79,6 +79,9 @@ class RouteTable:
     memory: Route | None
     targets: dict[str, Target] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    implicit_chat: bool = False
+    """Chat fell to the embedded model because no target is configured (the one
+    route chosen without the user; the first turn says so)."""
 
 
 def embedded_target() -> Target:
@@ -130,7 +133,10 @@ def resolve_routes(settings: Settings, *, embedded_installed: bool) -> RouteTabl
             f"context.memory shares chat's always-reasoning model {memory.model!r}: LLM tier off"
         )
         memory = None
-    return RouteTable(chat=chat, memory=memory, targets=targets, notes=tuple(notes))
+    implicit = chat is not None and settings.chat.target is None
+    return RouteTable(
+        chat=chat, memory=memory, targets=targets, notes=tuple(notes), implicit_chat=implicit
+    )
 
 
 @dataclass

@@ -268,6 +268,7 @@ class Session:
         self._turn_lock = asyncio.Lock()
         self._turn_task: asyncio.Task[str] | None = None
         self._closed = False
+        self._route_said = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._watch_task: asyncio.Task[None] | None = None
         self._watch_stop: asyncio.Event | None = None
@@ -363,6 +364,7 @@ class Session:
             if self.title is None and text.strip():
                 self.title = " ".join(text.split())[:TITLE_CHARS]
                 await self._manager._journal_required().update_session(self.id, title=self.title)
+            await self._say_route_once()
             self._turn_task = asyncio.create_task(self.loop.run_turn(text))
             try:
                 stop = await asyncio.shield(self._turn_task)
@@ -376,6 +378,19 @@ class Session:
                 self._turn_task = None
         await self._emit(TurnEnded(session_id=self.id, stop_reason=stop))  # type: ignore[arg-type]
         return stop
+
+    async def _say_route_once(self) -> None:
+        """Before the first turn: a notice when chat runs on a route the user did not
+        configure (``RouterChatModel.route_note``; issue 20 item 5)."""
+        if self._route_said:
+            return
+        self._route_said = True
+        try:
+            note = getattr(self.loop.model, "route_note", None)
+        except Exception:  # an unusable route: the turn itself reports it
+            return
+        if isinstance(note, str) and note:
+            await self._emit(Notice(session_id=self.id, level="info", text=note))
 
     async def cancel(self) -> None:
         """Cancel the running turn (if any): the model stream is closed and a running

@@ -407,3 +407,17 @@ async def test_fallback_failure_raises_the_second_error(second_server, tracker):
             await router.memory_complete("s", "u", 50)
     finally:
         await router.aclose()
+
+
+def test_only_the_embedded_model_is_chosen_without_the_user_and_it_is_flagged():
+    implicit = resolve_routes(Settings(), embedded_installed=True)
+    assert implicit.chat is not None and implicit.chat.target.id == "embedded"
+    assert implicit.implicit_chat is True and implicit.memory is None
+    configured = Settings.model_validate(
+        {"targets": [{"id": "lab", "runtime": "vllm", "url": "http://h:1"}]}
+    )
+    table = resolve_routes(configured, embedded_installed=True)
+    assert table.chat is None and not table.implicit_chat  # a target but no chat: none
+    chosen = Settings.model_validate({"chat": {"target": "embedded"}})
+    assert resolve_routes(chosen, embedded_installed=True).implicit_chat is False
+    assert resolve_routes(Settings(), embedded_installed=False).chat is None

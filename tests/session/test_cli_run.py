@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.support.model_server import Reply, ToolCall
 
 
@@ -108,3 +110,28 @@ def test_run_prints_the_first_lines_of_a_tool_result(run_cli, model_server, tmp_
     lines = result.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("  ✓"))
     assert [line.strip(" ✓") for line in lines[at : at + 3]] == ["a.txt", "b.txt", "c.txt"]
+
+
+def test_the_first_turn_says_when_chat_fell_to_the_embedded_model(run_cli, tmp_path):
+    from clio_acp.models.local import server_version
+
+    if server_version() is None:
+        pytest.skip("xllamacpp (the local extra) is not installed")
+    fake = tmp_path / "model.gguf"
+    fake.write_bytes(b"GGUF" + b"\0" * 60)  # installed as far as routing can tell
+    result = run_cli(
+        "run", "--workspace", str(tmp_path), "hi",
+        env={"CLIO_ACP_LOCAL_MODEL": str(fake)}, timeout=180,
+    )  # fmt: skip
+    lines = result.stdout.splitlines()
+    said = [line for line in lines if line.startswith("[info] Chat runs on the embedded model")]
+    assert len(said) == 1 and "no chat target is configured" in said[0]
+    assert lines.index(said[0]) < next(i for i, ln in enumerate(lines) if ln.startswith("[stop"))
+
+
+def test_a_configured_chat_route_is_not_announced(run_cli, model_server, tmp_path):
+    model_server.install_settings(memory=False)
+    model_server.push(Reply(text="hello"))
+    result = run_cli("run", "--workspace", str(tmp_path), "hi", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "Chat runs on" not in result.stdout
