@@ -193,6 +193,11 @@ _EXTRA_SHAPES: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     ("google-oauth-token", ("ya29.",), re.compile(r"(?P<secret>ya29\.[A-Za-z0-9_-]{20,})")),
     ("google-oauth-token", ("1//0",), re.compile(r"(?P<secret>1//0[A-Za-z0-9_-]{30,})")),
     ("google-client-secret", ("gocspx-",), re.compile(r"(?P<secret>GOCSPX-[A-Za-z0-9_-]{20,})")),
+    (
+        "telegram-bot-token",
+        (":aa",),
+        re.compile(r"(?<![0-9])(?P<secret>[0-9]{8,10}:AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])"),
+    ),
 )
 
 REDACTION_KINDS: tuple[str, ...] = (

@@ -159,6 +159,7 @@ def rows() -> list[tuple[str, str, str]]:
             r(URLSAFE, 68),
         ),
         ("telegram-bot", "TELEGRAM_BOT_TOKEN={s}", r(DIGITS, 10) + ":AA" + r(URLSAFE, 33)),
+        ("telegram-bot-bare", "the bot {s} answers", r(DIGITS, 10) + ":AA" + r(URLSAFE, 33)),
         ("mysql-pwd-env", "MYSQL_PWD={s} mysql -u root", mixed(12)),
         ("pgpassword-env", "PGPASSWORD='{s}' psql", mixed(14)),
         ("redis-pass-env", "export REDIS_PASS={s}", mixed(16)),
