@@ -37,7 +37,9 @@ def envelope_grammar(
 
     Content strings start with a visible ASCII character, hold no ``<``/``>`` (so no
     chat-template token or envelope tag), no control characters and only the
-    escapes ``\\"`` and ``\\\\``. Raises ``ValueError`` for bounds below 1.
+    escapes ``\\"`` and ``\\\\``. The reminder holds no ``<``/``>``, braces or double
+    quotes: it is prose, never an echo of an op or of the trajectory's JSON (which
+    §2 step 11 would reject as JSON-ish). Raises ``ValueError`` for bounds below 1.
     """
     if min(max_ops, max_content_chars, max_reminder_chars) < 1:
         raise ValueError("grammar bounds must be at least 1")
@@ -62,8 +64,10 @@ def envelope_grammar(
             'second ::= "<no_intervention/>" | "<context_for_action>" rfirst rchar'
             + rest_reminder
             + ' "</context_for_action>"',
-            "rfirst ::= [!-;=?-~]",
-            "rchar ::= [^<>\\x00-\\x1f]",
+            # a reminder is prose (§2 step 11 gates JSON-ish text): no braces, no
+            # double quotes, so a small model cannot echo an op or the trajectory there
+            "rfirst ::= [!#-;=?-z|~]",
+            'rchar ::= [^<>{}"\\x00-\\x1f]',
         ]
     )
 

@@ -64,6 +64,24 @@ def test_grammar_rejects_prose_invented_ops_tokens_and_runaways(text):
     assert not ENVELOPE.fullmatch(text)
 
 
+@pytest.mark.parametrize(
+    "reminder",
+    [
+        # the reminder a real SmolLM2 answer wrote on a recorded run (gated as JSON-ish)
+        '[{"operation":"update_status","content":"The user will update status."}]',
+        '{"op":"save_knowledge"}',
+        'Run "pytest":3 again',
+    ],
+)
+def test_grammar_keeps_json_out_of_the_reminder(reminder):
+    text = f"<operations>[]</operations>\n<context_for_action>{reminder}</context_for_action>"
+    assert not ENVELOPE.fullmatch(text)
+    prose = "[tm-p-1] pytest -q failed twice: install click or drop the import (see 'tests/x.py')."
+    assert ENVELOPE.fullmatch(
+        f"<operations>[]</operations>\n<context_for_action>{prose}</context_for_action>"
+    )
+
+
 def test_bounds_are_parameters():
     small = re.compile(gbnf_to_regex(envelope_grammar(max_ops=1, max_content_chars=5)), re.DOTALL)
     one = '{"op":"update_status","content":"abcde"}'
