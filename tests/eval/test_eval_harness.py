@@ -292,14 +292,14 @@ async def test_a_trial_over_its_time_budget_is_a_failed_trial_and_the_matrix_con
             inner = self.agent
             # The first task's model never answers in time; the others answer normally.
             self.server.responder = (
-                (lambda body: Reply(text="late", delay=5.0))
+                (lambda body: Reply(text="late", delay=30.0))
                 if task.id == "repeat-failure-recovery"
                 else inner
             )
 
     target = SlowTarget()
     try:
-        runner = SessionRunner(target, trial_timeout_s=0.5)
+        runner = SessionRunner(target, trial_timeout_s=8.0)
         trials = await run_matrix(_tasks(), runner, variants=["baseline"])
     finally:
         await target.aclose()
