@@ -28,8 +28,11 @@ from clio_acp.memory.handoff import (
 from clio_acp.memory.redact import redact_preserving_markers
 from clio_acp.memory.requirements import extract_requirements
 from clio_acp.memory.rules import RulesMemory
+from clio_acp.memory.spend import fold_spend_file
 from clio_acp.memory.store import MemoryStore, MemoryStoreCorrupt
 from clio_acp.memory.telemetry import parse_step_line
+from clio_acp.memory.usage_report import build_usage_report, format_usage_report
+from clio_acp.paths import Paths
 from clio_acp.settings import SettingsError, load_settings
 from tests.support.hostile import deep_json_text, encode_any, mutate, random_bytes, random_text
 
@@ -183,6 +186,22 @@ def _check_settings(value: bytes, tmp: Path) -> None:
         pass
 
 
+def _check_usage_files(value: bytes, tmp: Path) -> None:
+    """The step ledger and the usage ring, as ``clio-acp usage`` and the board read them
+    (documented never to raise)."""
+    paths = Paths(data=tmp / "d", state=tmp / "s", config=tmp / "c", cache=tmp / "k")
+    for file in (paths.steps_file, paths.usage_file):
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_bytes(value)
+    format_usage_report(build_usage_report(paths))
+    fold_spend_file(paths.steps_file)
+
+
+def _ledger_input(rng: random.Random) -> bytes:
+    lines = [_bytes_input(rng, SEEDS["step-line"]) for _ in range(rng.randint(1, 5))]
+    return b"\n".join(lines)
+
+
 def _bytes_input(rng: random.Random, seed: str) -> bytes:
     if rng.random() < 0.2:
         return random_bytes(rng, 400)
@@ -204,4 +223,5 @@ PARSERS: dict[str, tuple[Generator, Checker]] = {
         _check_text_parsers,
     ),
     "settings": (lambda rng: _bytes_input(rng, SEEDS["settings"]), _check_settings),
+    "usage-ledger": (_ledger_input, _check_usage_files),
 }
