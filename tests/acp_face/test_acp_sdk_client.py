@@ -21,11 +21,10 @@ from acp.schema import (
 
 from tests.support.acp_client import RecordingClient, acp_agent, raw_request
 from tests.support.model_server import Reply, ToolCall, usage
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
-# The session core lands on main in slices (issue 6); until it does these are skipped.
-pytest.importorskip("clio_acp.session.manager")
 
 ALL_TOOLS = ClientCapabilities(
     fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True
@@ -177,10 +176,7 @@ async def test_cancel_stops_a_running_terminal_command_and_answers_cancelled(
         await conn.set_session_mode(session_id=sid, mode_id="bypass")
         turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("sleep")]))
         await client.wait_update(lambda p: p["update"].get("sessionUpdate") == "tool_call")
-        for _ in range(100):
-            if client.terminal_log:
-                break
-            await asyncio.sleep(0.05)
+        await wait_until(lambda: client.terminal_log, timeout_s=5)
         await conn.cancel(session_id=sid)
         result = await asyncio.wait_for(turn, 20)
     assert result.stop_reason == "cancelled"
@@ -326,7 +322,14 @@ async def test_mode_changes_keep_config_options_and_legacy_modes_in_sync(model_s
         with pytest.raises(RequestError) as bad:
             await conn.set_config_option(config_id="mode", session_id=sid, value="yolo")
         tier = await conn.set_config_option(config_id="memory_tier", session_id=sid, value="off")
-        await asyncio.sleep(0.2)
+
+        def mode_updates_arrived() -> bool:
+            modes = client.updates("current_mode_update", sid)
+            return bool(client.updates("config_option_update", sid)) and bool(
+                modes and modes[-1]["currentModeId"] == "accept-edits"
+            )
+
+        await wait_until(mode_updates_arrived, timeout_s=10)
     assert ids == ["mode", "model", "memory_tier"]
     assert bad.value.code == -32602
     current = {o.id: o.current_value for o in via_config.config_options}
@@ -455,10 +458,7 @@ async def test_model_config_option_switches_a_running_session_between_turns(
         await conn.prompt(session_id=sid, prompt=[text_block("first turn")])
         # Mid-turn: refused with a clear error, the running turn is untouched.
         turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("talk")]))
-        for _ in range(3000):  # until the reply streams (hang guard only)
-            if client.updates("agent_message_chunk", sid)[1:]:
-                break
-            await asyncio.sleep(0.02)
+        await wait_until(lambda: client.updates("agent_message_chunk", sid)[1:], timeout_s=60)
         with pytest.raises(RequestError) as busy:
             await conn.set_config_option(config_id="model", session_id=sid, value="second/model-b")
         assert (await turn).stop_reason == "end_turn"

@@ -228,7 +228,8 @@ async def test_after_response_callback_runs_after_the_response_is_written():
             await transport.send({"jsonrpc": "2.0", "method": "after", "params": {}})
 
         transport.after_response(CURRENT_REQUEST_ID.get(), later)
-        await asyncio.sleep(0.05)  # give a wrongly scheduled callback the chance to run
+        for _ in range(20):  # give a wrongly scheduled callback the chance to run
+            await asyncio.sleep(0)
         order.append("handler")
         return {"done": True}
 

@@ -13,7 +13,6 @@ from tests.support.model_server import Reply, ToolCall
 pytestmark = pytest.mark.slow
 
 # The session core lands on main in slices (issue 6); until it does these are skipped.
-pytest.importorskip("clio_acp.session.manager")
 
 
 def _req(rid, method, params):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from clio_acp.memory.telemetry import parse_step_line
 from clio_acp.paths import resolve_paths
 from clio_acp.settings import Settings, load_settings
 from tests.support.model_server import Reply, usage
+from tests.support.waiting import wait_until
 
 FAIL = dict(ok=False, digest="ValueError: boom", exit_code=1, output="ValueError: boom\n")
 
@@ -299,10 +299,7 @@ async def test_llm_tier_injection_proposes_cited_entries(model_server, tmp_path:
     h.turn_end("S1", "t1")
     h.evaluate_turn_end("S1", "t1")
     store = MemoryStore(resolve_paths().records_file)
-    for _ in range(500):
-        if store.path.exists():
-            break
-        await asyncio.sleep(0.02)
+    await wait_until(store.path.exists)
     await h.middleware.wait_idle()
     rows = [parse_step_line(line) for line in resolve_paths().steps_file.read_text().splitlines()]
     assert (rows[-1].tier, rows[-1].decision) == ("llm", "injected")
@@ -322,7 +319,7 @@ async def test_rules_tier_injection_proposes_nothing(tmp_path: Path) -> None:
     observe_command(h, "c1", "python repro.py", ok=False)
     (effect,) = observe_command(h, "c2", "python repro.py", ok=False)
     assert isinstance(effect, port.AnnotateToolResult) and effect.cited
-    await asyncio.sleep(0.2)
+    await h.middleware.wait_idle()
     assert not resolve_paths().records_file.exists()
     h.dispose()
 

@@ -4,6 +4,7 @@ overlay; the live store keeps the last good settings and its watcher survives.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import string
 
@@ -18,6 +19,7 @@ from clio_acp.settings import (
     SettingsStore,
     load_settings,
 )
+from tests.support.waiting import wait_until
 
 EXAMPLES = 200
 
@@ -129,9 +131,7 @@ def test_latin1_byte_in_a_comment_names_the_line(tmp_path) -> None:
 
 async def _until(condition) -> None:
     """Wait until ``condition()`` holds (a store attribute with no event of its own)."""
-    async with asyncio.timeout(20):
-        while not condition():  # noqa: ASYNC110 - no event to wait on for store.error
-            await asyncio.sleep(0.02)
+    await wait_until(condition)
 
 
 async def test_watcher_survives_bad_saves_and_applies_a_later_fix(tmp_path) -> None:
@@ -143,9 +143,11 @@ async def test_watcher_survives_bad_saves_and_applies_a_later_fix(tmp_path) -> N
     stop = asyncio.Event()
     watcher = asyncio.create_task(store.watch(stop, debounce_ms=30))
     good = "context:\n  memory:\n    enabled: false\n"
-    while applied.empty():  # until the watcher is up and has seen a save
-        path.write_text(good)
-        await asyncio.sleep(0.2)
+    async with asyncio.timeout(20):
+        while applied.empty():  # until the watcher is up and has seen a save
+            path.write_text(good)
+            with contextlib.suppress(AssertionError):
+                await wait_until(lambda: not applied.empty(), timeout_s=0.2)
     for bad in (b"chat:\n  # caf\xe9\n", ("x: " + "[" * 3000).encode(), b"\xff\xfe\x00"):
         path.write_bytes(bad)
         await _until(lambda: store.error is not None)

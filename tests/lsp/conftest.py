@@ -25,6 +25,7 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
 
 from tests.conftest import subprocess_env
+from tests.support.waiting import wait_until as support_wait_until
 
 CLIENTS = ["visual-studio-code", "neovim"]
 """Capability sets every end-to-end suite runs against (pytest-lsp ``clients/``)."""
@@ -130,14 +131,7 @@ async def client(lsp: LanguageClient, client_name: str, workspace: Path) -> Lang
 
 async def wait_until(predicate: Callable[[], Any], limit_s: float = 20.0) -> Any:
     """Poll ``predicate`` on the event loop until it is truthy (bounded)."""
-    deadline = asyncio.get_running_loop().time() + limit_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.02)
+    return await support_wait_until(predicate, timeout_s=limit_s, interval_s=0.02)
 
 
 async def exit_code(client: LanguageClient, limit_s: float = 20.0) -> int:

@@ -108,12 +108,12 @@ async def test_session_changed_with_a_new_editor_id_ends_the_binding(
 
 async def _after_notification(client: LanguageClient, done) -> dict:
     """Notifications have no reply: show the board until ``done(board)`` holds."""
-    for _ in range(100):
+
+    async def shown_when_done():
         shown = await execute(client, "clio.memory.show")
-        if done(shown):
-            return shown
-        await asyncio.sleep(0.05)
-    raise AssertionError("the notification had no effect")
+        return shown if done(shown) else None
+
+    return await wait_until(shown_when_done, limit_s=5)
 
 
 async def test_removing_the_session_folder_ends_the_binding(

@@ -27,6 +27,7 @@ from clio_acp.memory.policy import (
 from clio_acp.memory.prompts import POLICY_SYSTEM_PROMPT
 from clio_acp.settings import MemorySettings
 from tests.memory.vectors import BANKS, VECTORS, C, E
+from tests.support.waiting import wait_until
 
 
 class Clock:
@@ -451,7 +452,7 @@ def test_classify_client_error_matches_whole_words_only():
 async def test_outer_cancellation_aborts_the_completion(tmp_path):
     client = SlowClient(30)
     task = asyncio.ensure_future(run_task_memory_policy(make_bank(), inputs(tmp_path), client))
-    await asyncio.sleep(0.01)
+    await wait_until(lambda: client.calls)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from datetime import UTC, datetime
@@ -24,6 +23,7 @@ from clio_acp.memory.promotion import (
 from clio_acp.memory.retrieval import ActiveIdentity, build_prompt_section
 from clio_acp.memory.store import MemoryStore
 from clio_acp.paths import resolve_paths
+from tests.support.waiting import wait_until
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -270,19 +270,13 @@ async def test_auto_proposal_hook_reads_the_post_step_bank_and_reports_new_recor
     hook(("tm-k-1", status_id, "tm-k-99", "tm-k-1"))
     # The entry changes after the step: the proposal keeps what the reminder cited.
     bank.save("knowledge", "Changed later.", "tm-k-1")
-    for _ in range(200):
-        if proposed:
-            break
-        await asyncio.sleep(0.02)
+    await wait_until(lambda: proposed)
     assert [r.lesson for r in proposed] == ["The operator requires visible reminders."]
     assert [r.provenance.source_entry_id for r in store.load()] == ["tm-k-1"]
     hook(("tm-k-2",))  # unknown now → nothing
     proposed.clear()
     hook(("tm-p-2",))
-    for _ in range(200):
-        if proposed:
-            break
-        await asyncio.sleep(0.02)
+    await wait_until(lambda: proposed)
     assert len(store.load()) == 2 and proposed[0].scope == "repo"
 
 

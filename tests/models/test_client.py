@@ -26,6 +26,7 @@ from clio_acp.models.errors import (
 from clio_acp.models.local import free_port
 from clio_acp.models.targets import Target, normalize_base_url, root_url
 from tests.support.model_server import Reply, ToolCall, busy, usage
+from tests.support.waiting import wait_until
 
 HELLO = [{"role": "user", "content": "hello"}]
 
@@ -183,11 +184,7 @@ async def test_cancelling_the_consumer_closes_the_stream_promptly(client, model_
     with contextlib.suppress(asyncio.CancelledError):
         await task
     # The server notices the closed connection on its next write.
-    for _ in range(100):
-        if model_server.completions[0].client_disconnected:
-            break
-        await asyncio.sleep(0.05)
-    assert model_server.completions[0].client_disconnected
+    await wait_until(lambda: model_server.completions[0].client_disconnected, timeout_s=5)
 
 
 async def test_non_streaming_answer(client, model_server):

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import replace
 
 import httpx
@@ -30,6 +29,7 @@ from clio_acp.models.targets import Target
 from clio_acp.paths import resolve_paths
 from clio_acp.settings import Settings
 from tests.conftest import subprocess_env
+from tests.support.waiting import wait_until_sync
 
 # Resolved at import (collection), before the per-test isolated dirs: the model
 # lives in the real data folder where `clio-acp local install` put it.
@@ -79,14 +79,15 @@ def embedded_url(tmp_path_factory):
     proc = subprocess.Popen(server.command(port), env=server.environment(), stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(1200):
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
+
+        def healthy() -> bool:
             assert proc.poll() is None, server._log_tail() + (log_dir / "early.log").read_text()
-            time.sleep(0.1)
+            try:
+                return httpx.get(f"{base}/health", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until_sync(healthy, timeout_s=120, interval_s=0.1)
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv(KEY_ENV, server.api_key)
             yield f"{base}/v1"

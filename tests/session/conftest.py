@@ -3,6 +3,7 @@ server, a workspace folder, and an event recorder."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,13 +16,24 @@ from tests.support.model_server import ScriptedModelServer
 
 
 class Recorder:
-    """Collects a session's events."""
+    """Collects a session's events; ``wait_for`` waits until some have arrived."""
 
     def __init__(self) -> None:
         self.events: list = []
+        self._arrived = asyncio.Event()
 
     def __call__(self, event) -> None:
         self.events.append(event)
+        self._arrived.set()
+
+    async def wait_for(self, type_: str, count: int = 1, *, timeout_s: float = 20.0) -> list:
+        """The events of ``type_`` once there are at least ``count`` of them (woken by
+        each new event, no polling); ``TimeoutError`` after ``timeout_s`` seconds."""
+        async with asyncio.timeout(timeout_s):
+            while len(self.of(type_)) < count:
+                self._arrived.clear()
+                await self._arrived.wait()
+        return self.of(type_)
 
     def of(self, type_: str) -> list:
         return [e for e in self.events if e.type == type_]

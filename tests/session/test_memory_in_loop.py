@@ -142,13 +142,12 @@ async def test_llm_tier_reminder_reaches_the_next_prompt_and_its_entry_is_propos
         session = await mgr.new_session(workspace, mode="bypass")
         session.subscribe(recorder)
         await session.prompt("read a.txt twice")
-        for _ in range(500):  # the memory step is detached from the turn
-            if (
+        await wait_until(  # the memory step is detached from the turn
+            lambda: (
                 any(_is_memory_request(b) for b in model_server.bodies)
                 and not session.memory.step_in_flight()
-            ):
-                break
-            await asyncio.sleep(0.02)
+            )
+        )
         await session.prompt("what next?")
         last = model_server.bodies[-1]["messages"]
         blocks = [
@@ -159,10 +158,7 @@ async def test_llm_tier_reminder_reaches_the_next_prompt_and_its_entry_is_propos
         assert blocks and "a.txt was already read" in blocks[-1]
         assert [r.channel for r in recorder.of("memory_reminder")] == ["reminder"]
         # MEMORY_SPEC §6: the cited entry of an LLM-tier injection is auto-proposed.
-        for _ in range(500):
-            if recorder.of("memory_proposal"):
-                break
-            await asyncio.sleep(0.02)
+        await recorder.wait_for("memory_proposal")
         steps = [r.data for r in session.rows() if r.type == "memory_step"]
         assert any(st["tier"] == "llm" and st["decision"] == "injected" for st in steps)
         proposals = recorder.of("memory_proposal")

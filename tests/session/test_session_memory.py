@@ -3,8 +3,6 @@ fork starts empty, handoff artifact and seed, the handoff offer after resume."""
 
 from __future__ import annotations
 
-import asyncio
-
 from clio_acp.paths import resolve_paths
 from clio_acp.session.manager import SessionManager
 from tests.support.model_server import Reply
@@ -66,11 +64,7 @@ async def test_handoff_then_resume_offers_it_and_seed_imports(
     resumed = await manager.resume_session(b.id)
     resumed.subscribe(recorder)
 
-    for _ in range(50):
-        if recorder.of("handoff_offer"):
-            break
-        await asyncio.sleep(0.02)
-    offer = recorder.of("handoff_offer")
+    offer = await recorder.wait_for("handoff_offer")
     assert offer and offer[0].source == path.name and offer[0].count == 1
     result = await resumed.seed()
     assert result == {"status": "seeded", "seeded": 1, "skipped": 0, "source": path.name}

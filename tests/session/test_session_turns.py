@@ -10,6 +10,7 @@ from pathlib import Path
 from clio_acp.paths import resolve_paths
 from clio_acp.session.manager import SessionManager
 from tests.support.model_server import Reply, ToolCall, usage
+from tests.support.waiting import wait_until
 
 
 def _alive(pid: int) -> bool:
@@ -86,10 +87,7 @@ async def test_cancel_mid_stream_stops_the_turn(manager, workspace, model_server
     session = await manager.new_session(workspace)
     session.subscribe(recorder)
     task = asyncio.create_task(session.prompt("talk a lot"))
-    for _ in range(1500):
-        if len(recorder.of("message_chunk")) >= 3:
-            break
-        await asyncio.sleep(0.02)
+    await recorder.wait_for("message_chunk", 3, timeout_s=30)
     await session.cancel()
     assert await asyncio.wait_for(task, 30) == "cancelled"
     assert len(recorder.of("message_chunk")) < 150
@@ -127,10 +125,8 @@ async def test_cancel_mid_command_kills_the_process_group(
     task = asyncio.create_task(session.prompt("run it"))
     # The real condition: the grandchild announced its pid (renamed into place, so a
     # reader never sees a half-written file). The turn must still be running then.
-    async with asyncio.timeout(120):  # hang guard only
-        while not marker.exists():
-            assert not task.done(), f"turn ended before the command ran: {task.result()!r}"
-            await asyncio.sleep(0.02)
+    await wait_until(lambda: marker.exists() or task.done(), timeout_s=120)  # hang guard only
+    assert not task.done(), f"turn ended before the command ran: {task.result()!r}"
     pid = int(marker.read_text())
     assert _alive(pid)
     await session.cancel()

@@ -8,7 +8,9 @@ interval is not a guess about how long something takes.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -16,20 +18,40 @@ T = TypeVar("T")
 
 
 async def wait_until(
-    condition: Callable[[], T], *, timeout_s: float = 20.0, interval_s: float = 0.01
-) -> T:
-    """Return ``condition()``'s first truthy value; raise ``AssertionError`` (naming
-    the condition) when it stays falsy for ``timeout_s`` seconds."""
+    condition: Callable[[], Any], *, timeout_s: float = 20.0, interval_s: float = 0.01
+) -> Any:
+    """Return ``condition()``'s first truthy value (awaited when it is awaitable, so
+    a condition may ask the server); raise ``AssertionError`` (naming the condition)
+    when it stays falsy for ``timeout_s`` seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while True:
         value = condition()
+        if inspect.isawaitable(value):
+            value = await value
         if value:
             return value
         if loop.time() > deadline:
-            name = getattr(condition, "__name__", repr(condition))
-            raise AssertionError(f"condition {name} not met within {timeout_s} s")
+            raise AssertionError(f"condition {_name(condition)} not met within {timeout_s} s")
         await asyncio.sleep(interval_s)
+
+
+def wait_until_sync(
+    condition: Callable[[], T], *, timeout_s: float = 20.0, interval_s: float = 0.05
+) -> T:
+    """``wait_until`` for code with no event loop (sync fixtures, server threads)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition {_name(condition)} not met within {timeout_s} s")
+        time.sleep(interval_s)
+
+
+def _name(condition: Callable[..., Any]) -> str:
+    return getattr(condition, "__name__", repr(condition))
 
 
 def process_gone(pid: int) -> bool:

@@ -18,6 +18,7 @@ from clio_acp.memory.telemetry import MemorySinkList, parse_step_line
 from clio_acp.models.routing import Router
 from clio_acp.settings import Settings
 from tests.support.model_server import Reply, usage
+from tests.support.waiting import wait_until
 
 REMIND = (
     '<operations>[{"op":"save_knowledge","content":"Run tests with pytest -x"}]</operations>\n'
@@ -52,12 +53,8 @@ class FakeModel:
         return CompletionAnswer(answer, CompletionUsage(100, 20))
 
 
-async def until(predicate, tries=200):
-    for _ in range(tries):
-        if predicate():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("condition not reached")
+async def until(predicate):
+    await wait_until(predicate, timeout_s=5)
 
 
 def make(fake, *, tmp_path=None, delivers=True, **settings):
@@ -275,10 +272,7 @@ async def test_late_completion_of_an_old_generation_leaves_no_trace(change, tmp_
     # Its usage is still recorded under the origin session.
     origin = [u for u in mw.usage_log if u["input"] == 7]
     assert origin and origin[0]["sessionId"] == "A"
-    for _ in range(100):
-        if (tmp_path / "usage.jsonl").exists():
-            break
-        await asyncio.sleep(0.01)
+    await wait_until((tmp_path / "usage.jsonl").exists)
     row = json.loads((tmp_path / "usage.jsonl").read_text().splitlines()[0])
     assert row["sessionId"] == "A" and row["label"] == "background-memory"
     assert row["usage"]["input"] == 7
@@ -388,10 +382,9 @@ async def test_each_attempt_gets_its_own_usage_row_and_the_step_names_the_answer
     assert (row.target_id, row.model_id, row.decoding) == ("chat-box", "big", "free")
     # The row round-trips through the strict parser with the new key.
     assert parse_step_line(row.to_json()).decoding == "free"
-    for _ in range(200):  # usage rows are written off the loop
-        if (tmp_path / "usage.jsonl").exists() and len(_usage_rows(tmp_path)) == 2:
-            break
-        await asyncio.sleep(0.01)
+    await wait_until(  # usage rows are written off the loop
+        lambda: (tmp_path / "usage.jsonl").exists() and len(_usage_rows(tmp_path)) == 2
+    )
     rows = _usage_rows(tmp_path)
     # Rows are appended off the loop, so their order is not the attempts' order.
     assert sorted((r["target"], r["attributedModelId"], r["usage"]["input"]) for r in rows) == [
