@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -379,6 +380,9 @@ def read_settings_file(path: Path) -> dict[str, Any]:
     try:
         if not path.exists():
             return {}
+        if not stat.S_ISREG(path.stat().st_mode):
+            # A FIFO or /dev/stdin would block (or eat a server's protocol stream).
+            raise SettingsError(source, "not a regular file")
         with path.open("rb") as handle:
             raw = handle.read(MAX_SETTINGS_BYTES + 1)
     except OSError as exc:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import string
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -159,3 +161,14 @@ async def test_watcher_survives_bad_saves_and_applies_a_later_fix(tmp_path) -> N
     assert not watcher.done()
     stop.set()
     await asyncio.wait_for(watcher, timeout=10)
+
+
+def test_a_fifo_or_device_is_refused_without_blocking(tmp_path) -> None:
+    fifo = tmp_path / "settings.yaml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        try:
+            load_settings(path)
+            raise AssertionError("must be refused")
+        except SettingsError as exc:
+            assert exc.problem == "not a regular file"
