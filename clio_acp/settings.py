@@ -570,6 +570,9 @@ class SettingsStore:
     def set_overrides(self, overrides: Mapping[str, Any]) -> bool:
         """Replace the editor overrides and reload; False (previous settings kept,
         ``error`` set) when they are invalid."""
+        if not isinstance(overrides, Mapping):
+            self.error = SettingsError("editor", "overrides must be a mapping of keys")
+            return False
         previous = self._overrides
         self._overrides = dict(overrides)
         if not self.reload():

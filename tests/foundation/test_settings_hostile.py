@@ -94,7 +94,7 @@ def test_any_environment_overlay_loads_or_gives_a_settings_error(tmp_path, overl
 @given(overrides=_json)
 def test_any_editor_overrides_keep_a_valid_store(tmp_path, overrides) -> None:
     store = SettingsStore(tmp_path / "missing.yaml", env={})
-    accepted = store.set_overrides(overrides if isinstance(overrides, dict) else {"x": overrides})
+    accepted = store.set_overrides(overrides)
     assert isinstance(store(), Settings)
     assert accepted is (store.error is None)
 
