@@ -8,8 +8,10 @@ adds its parser(s) and sets ``func`` (``(args) -> int`` exit code). Exit codes: 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
+import os
 import sys
 
 from clio_acp import __version__
@@ -81,7 +83,27 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _command_modules(command):
         module.register(subparsers)
+    _log_level_everywhere(subparsers)
     return parser
+
+
+def _log_level_everywhere(subparsers: argparse._SubParsersAction) -> None:
+    """Accept ``--log-level`` after any (sub)command too (Zed starts agents with
+    ``args: ["acp", "--log-level", "INFO"]``); it then overrides the global one."""
+    for sub in subparsers.choices.values():
+        try:
+            sub.add_argument(
+                "--log-level",
+                default=argparse.SUPPRESS,
+                type=str.upper,
+                choices=LOG_LEVELS,
+                help="stderr log level (as before the command)",
+            )
+        except argparse.ArgumentError:
+            pass  # the command defines its own
+        for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _log_level_everywhere(action)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,3 +127,19 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _closed_pipe()
+
+
+EXIT_CLOSED_PIPE = 141
+"""Exit code when the reader of stdout went away (``| head``): 128 + SIGPIPE, as a
+shell reports a process killed by it."""
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout closed it: stop quietly. stdout is pointed at /dev/null so
+    the interpreter's final flush does not print "Exception ignored ..." either."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_CLOSED_PIPE

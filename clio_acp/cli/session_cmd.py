@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -218,7 +219,7 @@ async def _run_async(args: argparse.Namespace) -> int:
             session = await manager.new_session(workspace, mode=args.mode)
         session.subscribe(printer)
         if session.mode == "ask" and sys.stdin.isatty() and not args.json and args.prompt != "-":
-            session.set_permission_handler(_ask_on_terminal)
+            session.set_permission_handler(functools.partial(_ask_on_terminal, session.cwd))
         if not args.json:
             print(f"[session {session.id} · {session.mode} · {session.cwd}]", file=sys.stderr)
         loop = asyncio.get_running_loop()
@@ -240,8 +241,14 @@ async def _run_async(args: argparse.Namespace) -> int:
         await manager.aclose()
 
 
-async def _ask_on_terminal(request: PermissionRequest) -> PermissionDecision:
+async def _ask_on_terminal(workspace: Path, request: PermissionRequest) -> PermissionDecision:
+    from clio_acp.cli.approval import approval_preview
+
+    preview = approval_preview(request.tool_name, request.arguments, Path(workspace))
+
     def ask() -> str:
+        if preview:
+            print(f"\n{preview}", file=sys.stderr)
         print(
             f"\nAllow {request.title}? [y]es / [a]lways / [n]o / ne[v]er: ",
             end="",
@@ -328,7 +335,50 @@ def _summary(row) -> str:
         return f"[{data.get('level')}] {_clip(data.get('text', ''))}"
     if t == "turn_ended":
         return str(data.get("stop_reason"))
-    return _clip(json.dumps(data, ensure_ascii=False))
+    if t == "memory_step":
+        return _memory_step(data)
+    if t == "mode":
+        return f"mode {data.get('mode') or data.get('mode_id') or _fields(data)}"
+    return _fields(data)
+
+
+def _memory_step(data: dict) -> str:
+    """A memory step as a person reads it: tier, decision, why, triggers, citations."""
+    triggers = ", ".join(str(t) for t in data.get("triggerReasons") or []) or "-"
+    parts = [
+        f"{data.get('tier') or '?'} tier",
+        str(data.get("decision") or "no decision"),
+        f"({data.get('reason')})" if data.get("reason") else "",
+        f"triggers: {triggers}",
+    ]
+    cited = data.get("citedEntries") or []
+    if cited:
+        parts.append(f"cites {', '.join(str(c) for c in cited[:3])}")
+    writes = data.get("bankWrites")
+    if writes:
+        parts.append(f"{len(writes) if isinstance(writes, list) else writes} bank write(s)")
+    if isinstance(data.get("latencyMs"), (int, float)):
+        parts.append(f"{data['latencyMs']:.0f} ms")
+    return " ".join(p for p in parts if p)
+
+
+def _fields(data: dict) -> str:
+    """Any other row as ``key: value`` pairs (lists counted, mappings one level deep),
+    never a JSON blob."""
+    parts: list[str] = []
+    for key, value in data.items():
+        if value in (None, "", [], {}):
+            continue
+        if isinstance(value, dict):
+            inner = ", ".join(
+                f"{k} {v}" for k, v in value.items() if isinstance(v, (str, int, float, bool))
+            )
+            parts.append(f"{key}: {inner or f'{len(value)} field(s)'}")
+        elif isinstance(value, list):
+            parts.append(f"{key}: {len(value)} item(s)")
+        else:
+            parts.append(f"{key}: {value}")
+    return _clip(" · ".join(parts)) or "(empty)"
 
 
 def _clip(text: str, limit: int = 120) -> str:
@@ -363,6 +413,8 @@ async def _events_async(args: argparse.Namespace) -> int:
                 sys.stdout.write(row.model_dump_json() + "\n")
             else:
                 sys.stdout.write(f"{row.seq:>5}  {row.at}  {row.type:<12} {_summary(row)}\n")
+        if not rows and not args.json:
+            print(f"clio-acp events: no matching events in {session_id}", file=sys.stderr)
         return EXIT_OK
     finally:
         await journal.aclose()
@@ -380,6 +432,8 @@ async def _sessions_async(args: argparse.Namespace) -> int:
     if journal is None:
         if args.json:
             print(json.dumps({"sessions": [], "nextCursor": None}))
+        else:
+            print(_NO_SESSIONS, file=sys.stderr)
         return EXIT_OK
     try:
         cwd = _norm_cwd(args.cwd)
@@ -397,6 +451,9 @@ async def _sessions_async(args: argparse.Namespace) -> int:
                 )
             )
         else:
+            if not records:
+                where = f" for {cwd}" if cwd else ""
+                print(_NO_SESSIONS.replace("no sessions", f"no sessions{where}"), file=sys.stderr)
             for r in records:
                 title = _clip(r.title or "(untitled)", 60)
                 print(f"{r.id}  {r.updated_at}  {r.mode:<12} {r.cwd}  {title}")
@@ -405,6 +462,11 @@ async def _sessions_async(args: argparse.Namespace) -> int:
         return EXIT_OK
     finally:
         await journal.aclose()
+
+
+_NO_SESSIONS = (
+    'clio-acp sessions: no sessions yet (start one: clio-acp run "…", or from your editor)'
+)
 
 
 def _norm_cwd(cwd: Path | None) -> str | None:
