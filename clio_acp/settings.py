@@ -560,6 +560,8 @@ class SettingsStore:
 
     @property
     def current(self) -> Settings:
+        """The settings in force (the last good ones when the file or an override is bad); the
+        same as calling the store."""
         return self._current
 
     def subscribe(self, callback: Callable[[Settings], None]) -> Callable[[], None]:

@@ -71,6 +71,7 @@ def workspace_note(keys: Sequence[str]) -> str:
 
 
 def latest_compaction(rows: Sequence[Row]) -> Row | None:
+    """The newest ``compaction`` row of ``rows``, or None before the first compaction."""
     for row in reversed(rows):
         if row.type == ROW_COMPACTION:
             return row

@@ -109,6 +109,8 @@ class AgentLoop:
 
     @property
     def model(self) -> ChatModel:
+        """The session's chat model, built through the model factory on first use (and again
+        after ``detach_model``)."""
         if self._model is None:
             self._model = self._model_factory()
         return self._model
@@ -120,6 +122,7 @@ class AgentLoop:
         return model
 
     async def aclose(self) -> None:
+        """Close the current chat model (its HTTP clients); errors are logged, never raised."""
         if self._model is not None:
             try:
                 await self._model.aclose()
@@ -128,6 +131,7 @@ class AgentLoop:
             self._model = None
 
     async def emit(self, event: SessionEvent) -> None:
+        """Hand ``event`` to the session's event sink (the faces' subscribers)."""
         await self._emit(event)
 
     async def refresh_system_prompt(self) -> None:
@@ -141,17 +145,23 @@ class AgentLoop:
                 self._system_base = BASE_SYSTEM_PROMPT
 
     def system_text(self) -> str:
+        """The system prompt of the next request: the base prompt (with the approved
+        durable-memory section) plus the workspace root and allowed roots."""
         roots = ", ".join(str(r) for r in self.workspace.roots)
         return (
             f"{self._system_base}\n\nWorkspace root: {self.workspace.cwd}\nAllowed roots: {roots}"
         )
 
     def tool_schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI ``tools`` list of the session's registry (built once; a tool's schema
+        never changes)."""
         if self._tool_schemas is None:
             self._tool_schemas = self.registry.schemas()
         return self._tool_schemas
 
     def queue_effects(self, effects: Sequence[MemoryEffect]) -> None:
+        """Keep the ``InjectReminder`` effects of ``effects`` for delivery before the next
+        model request; other effects are handled where they arise."""
         for effect in effects:
             if isinstance(effect, InjectReminder):
                 self.pending_reminders.append(effect)

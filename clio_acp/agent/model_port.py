@@ -54,6 +54,8 @@ class ModelUsage:
     cached_tokens: int = 0
 
     def to_dict(self) -> dict[str, int]:
+        """``{input_tokens, output_tokens, cached_tokens}`` (tokens) as journaled on assistant
+        rows."""
         return {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -100,11 +102,32 @@ class ChatModel(Protocol):
         on_text: TextCallback | None = None,
         on_reasoning: TextCallback | None = None,
         max_tokens: int | None = None,
-    ) -> ModelTurn: ...
+    ) -> ModelTurn:
+        """Send one chat request (OpenAI ``messages`` and ``tools``) and stream it:
+        text pieces to ``on_text``, reasoning to ``on_reasoning``;
+        ``max_tokens`` caps the completion (None: the server's). Returns the
+        whole turn (text, tool calls, finish reason, usage). Raises
+        ``ModelError`` for an unusable route or a failed request; cancellation
+        aborts the request."""
 
-    async def complete(self, system: str, user: str, *, max_tokens: int) -> str: ...
+    async def complete(self, system: str, user: str, *, max_tokens: int) -> str:
+        """One
+        non-tool
+        completion
+        of
+        ``system``
+        + ``user``
+        (the
+        compaction
+        summary);
+        returns the
+        answer
+        text.
+        Raises
+        ``ModelError``."""
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Close the model's connections (idempotent)."""
 
 
 async def _call(cb: TextCallback | None, text: str) -> None:
@@ -141,6 +164,8 @@ class RouterChatModel:
 
     @property
     def context_window(self) -> int:
+        """The model window the loop plans with, tokens: the configured or discovered window
+        divided by the learned token scale (at least 1)."""
         return max(1, int(self.window_tokens / self.token_scale))
 
     @property
@@ -176,6 +201,7 @@ class RouterChatModel:
         self.token_scale = min(MAX_TOKEN_SCALE, max(MIN_TOKEN_SCALE, usage.input_tokens / estimate))
 
     async def aclose(self) -> None:
+        """Close the router's HTTP clients (idempotent)."""
         await self.router.aclose()
 
     async def stream(
@@ -187,6 +213,10 @@ class RouterChatModel:
         on_reasoning: TextCallback | None = None,
         max_tokens: int | None = None,
     ) -> ModelTurn:
+        """``ChatModel.stream`` over the session's chat route (``Router.stream_chat``):
+        discovers the server's window on first use, maps the stream events to callbacks and
+        returns the ``ModelTurn``. Raises ``ModelError`` (no chat route, HTTP or connection
+        failure, malformed stream)."""
         if self._discover:
             await self._discover_window()
         request = ChatRequest(
@@ -225,6 +255,8 @@ class RouterChatModel:
         )
 
     async def complete(self, system: str, user: str, *, max_tokens: int) -> str:
+        """``ChatModel.complete`` as a tool-less streamed request on the chat route; returns
+        the text. Raises ``ModelError``."""
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         turn = await self.stream(messages, (), max_tokens=max_tokens)
         return turn.text

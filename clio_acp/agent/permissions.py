@@ -67,6 +67,7 @@ class PermissionDecision(BaseModel):
 
     @property
     def allowed(self) -> bool:
+        """True for ``allow_once`` and ``allow_always``."""
         return self.outcome in ("allow_once", "allow_always")
 
 

@@ -82,6 +82,7 @@ class Recording:
 
     @property
     def calls(self) -> list[RecordedCall]:
+        """Every recorded tool call of the run, in order (the turns flattened)."""
         return [call for turn in self.turns for call in turn.calls]
 
 

@@ -57,6 +57,8 @@ class ReplayReminder:
     follow a response without tool calls rather than a call)."""
 
     def to_dict(self) -> dict[str, Any]:
+        """``{step, channel, cited, text, trigger}`` as ``clio-acp replay --json`` prints it
+        (``step`` is the 1-based tool-call index)."""
         return {
             "step": self.step,
             "channel": self.channel,
@@ -86,6 +88,9 @@ class ReplayReport:
 
     @property
     def summary(self) -> dict[str, Any]:
+        """The replay's counts (camelCase keys: toolCalls, failures, informative,
+        stateChanging, reminders by channel, loopStops, environmental, requirements,
+        bankSize, …) as printed by ``clio-acp replay``."""
         channels = Counter(r.channel for r in self.reminders)
         return {
             "toolCalls": self.tool_calls,

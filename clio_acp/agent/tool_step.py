@@ -73,6 +73,8 @@ class PreparedCall:
 
     @property
     def spillable(self) -> bool:
+        """False for the read-back tools (their output is already a bounded slice); an unknown
+        tool's error result may be spilled."""
         return self.spec is None or self.spec.spillable
 
 

@@ -6,6 +6,7 @@ import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``clio-acp acp`` to ``subparsers`` (the root parser's argparse sub-parsers)."""
     parser = subparsers.add_parser(
         "acp",
         help="run the ACP agent on stdin/stdout (Zed, JetBrains, Neovim, Emacs)",
@@ -16,6 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Serve ACP v1 on stdin/stdout until the client closes the pipe; stdout is kept for
+    protocol messages before anything else is imported. Returns the process exit code (0 on
+    a clean end of input)."""
     from clio_acp.acp.transport import protect_stdio  # standard library only
 
     fds = protect_stdio()  # before the SDK and the session core are imported

@@ -32,6 +32,7 @@ _PACKAGES = (
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``clio-acp doctor [--probe] [--json]`` to ``subparsers``."""
     parser = subparsers.add_parser(
         "doctor",
         help="versions, paths, settings, routes, targets and the embedded model",
@@ -108,6 +109,9 @@ _TIER_LINES = {
 
 
 def run(args: argparse.Namespace) -> int:
+    """Print the bug-report summary (versions, packages, paths, settings state, memory tier,
+    routes, targets, embedded model; with ``--probe`` each target is asked for health and
+    models). ``--json`` prints one object. Always exits 0: problems are reported, not fatal."""
     report = asyncio.run(_report(args.probe))
     if args.json:
         print(json.dumps(report, indent=2))

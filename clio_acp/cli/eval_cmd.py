@@ -21,6 +21,7 @@ from clio_acp.eval.report import VARIANTS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``clio-acp eval ab …`` to ``subparsers``."""
     parser = subparsers.add_parser(
         "eval",
         help="evaluate memory: the A/B harness (eval ab)",
@@ -93,6 +94,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the memory A/B matrix and print the report (a table and verdict, or ``--json``).
+    Exit 0 when measured, 1 on a regression verdict or a run that could not be measured, 2
+    for bad arguments (unknown variant, ``--seeds`` below 1)."""
     from clio_acp.eval.harness import EvalError
     from clio_acp.eval.tasks import TaskError
 

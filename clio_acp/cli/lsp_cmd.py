@@ -11,6 +11,7 @@ import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``clio-acp lsp [--stdio]`` to ``subparsers``."""
     parser = subparsers.add_parser(
         "lsp",
         help="run the language server over stdio (VS Code, Neovim, Helix, eglot, …)",
@@ -24,6 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Serve LSP on stdin/stdout; returns the exit code (0 after ``shutdown`` + ``exit``, 1
+    otherwise; see the module docstring)."""
     from clio_acp.lsp.server import SERVER
     from clio_acp.lsp.stdio import serve_stdio
 

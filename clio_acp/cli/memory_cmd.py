@@ -20,6 +20,8 @@ _VERB_MODULES: list = [
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``clio-acp memory VERB`` group to ``subparsers``; each verb module registers
+    itself below it (no verb: help, exit 2)."""
     parser = subparsers.add_parser(
         "memory", help="task memory: parse envelopes, list/approve/reject durable records"
     )

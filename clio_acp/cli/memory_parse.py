@@ -42,6 +42,7 @@ def _positive_int(text: str) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``memory parse`` to the memory group's ``subparsers``."""
     parser = subparsers.add_parser(
         "parse",
         help="run one raw memory-model answer (stdin) through the real policy step",
@@ -125,6 +126,9 @@ def _load_trajectory(path: Path | None) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the answer on stdin through the policy step and print the result object (see the
+    module docstring). Exit 0 after a run, whatever its decision; 2 for unreadable or
+    malformed ``--bank`` / ``--trajectory`` input."""
     try:
         bank = _load_bank(args.bank)
         trajectory = _load_trajectory(args.trajectory)

@@ -9,6 +9,7 @@ from clio_acp.paths import resolve_paths
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``clio-acp paths [--json]`` to ``subparsers``."""
     parser = subparsers.add_parser(
         "paths",
         help="print where clio-acp keeps its files",
@@ -21,6 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Print the data, state, config and cache folders (one per line, or one JSON object). Exit
+    0."""
     roots = resolve_paths().as_dict()
     if args.json:
         print(json.dumps(roots, indent=2))

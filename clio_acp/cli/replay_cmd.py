@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``clio-acp replay FILE…`` to ``subparsers``."""
     parser = subparsers.add_parser(
         "replay",
         help="replay recorded agent trajectories through the memory middleware",
@@ -123,6 +124,10 @@ def _print_text(report: ReplayReport) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Replay the recordings (or ``--score`` them against labels, or ``--compare-pma``
+    with the paper agent's runs) and print the report. Exit 0 when every file was
+    replayed, 1 when one could not be read, 2 when neither files nor
+    ``--compare-pma`` are given."""
     if args.compare_pma is not None:
         return asyncio.run(_compare_pma(args))
     if not args.files:

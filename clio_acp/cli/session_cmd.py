@@ -31,6 +31,7 @@ EXIT_CANCELLED = 130
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``clio-acp run``, ``events`` and ``sessions`` to ``subparsers``."""
     run = subparsers.add_parser(
         "run",
         help="run one agent turn headless and print its events",

@@ -69,6 +69,7 @@ def settings_problem(path: Path, env: Mapping[str, str] | None = None) -> Settin
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``clio-acp settings show|path`` to ``subparsers``."""
     parser = subparsers.add_parser(
         "settings",
         help="show the effective settings or the settings file path",
@@ -85,6 +86,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    """Print the effective settings as YAML (or ``--json`` with the file and any error). Exit
+    0, or 1 when the settings file is not applied (the reason on stderr; defaults or the
+    last good values are shown)."""
     _paths, store = load_for_cli(quiet=True, strict=False)
     data = store().model_dump(by_alias=True, mode="json")
     if args.json:
@@ -112,5 +116,7 @@ def _error(store: SettingsStore) -> dict[str, object] | None:
 
 
 def run_path(args: argparse.Namespace) -> int:
+    """Print the settings file path (``$CLIO_ACP_SETTINGS`` or ``<config>/settings.yaml``).
+    Exit 0."""
     print(settings_path(resolve_paths().config))
     return 0

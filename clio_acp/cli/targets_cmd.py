@@ -14,6 +14,8 @@ from clio_acp.models.routing import Router
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``clio-acp targets [--probe] [--json]`` and ``clio-acp models --target ID`` to
+    ``subparsers``."""
     targets = subparsers.add_parser(
         "targets",
         help="list model targets and the routes using them (--probe: check each)",
@@ -95,6 +97,8 @@ async def _targets(args: argparse.Namespace) -> int:
 
 
 def run_targets(args: argparse.Namespace) -> int:
+    """List the configured targets with the roles that use them; ``--probe`` asks each for
+    health, models and capacity. Exit 0, or 1 when a probed target is unreachable."""
     return asyncio.run(_targets(args))
 
 
@@ -123,4 +127,6 @@ async def _models(args: argparse.Namespace) -> int:
 
 
 def run_models(args: argparse.Namespace) -> int:
+    """List the models target ``--target`` serves (``/v1/models``). Exit 0, 1 when it is
+    unreachable, 2 for an unknown target."""
     return asyncio.run(_models(args))

@@ -11,6 +11,7 @@ from clio_acp.paths import resolve_paths
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``clio-acp usage report [--json]`` to ``subparsers`` (no verb: help, exit 2)."""
     parser = subparsers.add_parser(
         "usage",
         help="what the memory plane cost (steps, tokens, model time, hit rate)",
@@ -32,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
+    """Print the usage report (a table, or one JSON object). Read-only; exit 0."""
     result = build_usage_report(resolve_paths())
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

@@ -17,6 +17,7 @@ from clio_acp.cli.session_cmd import _AmbiguousPrefix, _open_journal, _resolve_i
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``clio-acp workspace SESSION [KEY]`` to ``subparsers``."""
     parser = subparsers.add_parser(
         "workspace",
         help="show the named text values a session kept",

@@ -331,6 +331,7 @@ class ProgressGuard:
     compactions_without_change: int = 0
 
     def start_turn(self, turn_id: str) -> None:
+        """Begin turn ``turn_id``: its compaction results start empty."""
         self.turn_id = turn_id
         self.turn_results = []
 
@@ -339,6 +340,7 @@ class ProgressGuard:
         return all(after < before for before, after in self.turn_results)
 
     def note_state_change(self) -> None:
+        """A state-changing call (edit, file-changing command, workspace change) happened."""
         self.state_changed_since_last = True
 
     def record(self, before: int, after: int) -> bool:
@@ -353,12 +355,14 @@ class ProgressGuard:
         return self.compactions_without_change >= 2
 
     def to_dict(self) -> dict[str, Any]:
+        """``{stateChangedSinceLast, compactionsWithoutChange}``, saved with the session."""
         return {
             "stateChangedSinceLast": self.state_changed_since_last,
             "compactionsWithoutChange": self.compactions_without_change,
         }
 
     def restore(self, data: dict[str, Any] | None) -> None:
+        """Restore what ``to_dict`` saved (None or empty: keep the defaults)."""
         if not data:
             return
         self.state_changed_since_last = bool(data.get("stateChangedSinceLast", True))

@@ -32,9 +32,19 @@ _REF_RE = re.compile(r"^spill-[0-9a-f]{16}$")
 class SpillStore(Protocol):
     """Where whole spilled results live (the journal's ``spills`` table)."""
 
-    async def put_spill(self, session_id: str, ref: str, text: str) -> None: ...
+    async def put_spill(self, session_id: str, ref: str, text: str) -> None:
+        """Keep ``text``
+        under ``ref``
+        for
+        ``session_id``
+        (the journal's
+        spill table)."""
 
-    async def get_spill(self, session_id: str, ref: str) -> str | None: ...
+    async def get_spill(self, session_id: str, ref: str) -> str | None:
+        """The text spilled
+        under ``ref`` in
+        ``session_id``, or
+        None."""
 
 
 class SpillError(ValueError):

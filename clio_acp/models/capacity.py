@@ -44,6 +44,7 @@ class Lease:
         self._released = False
 
     def release(self) -> None:
+        """Give the slot back to the endpoint (idempotent)."""
         if not self._released:
             self._released = True
             self._tracker._occupancy[self.endpoint] -= 1

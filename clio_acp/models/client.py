@@ -66,10 +66,14 @@ class Usage:
 
     @property
     def total_tokens(self) -> int:
+        """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
     @classmethod
     def from_openai(cls, data: dict[str, Any]) -> Usage:
+        """Read an OpenAI ``usage`` object (``prompt_tokens``, ``completion_tokens``,
+        ``prompt_tokens_details.cached_tokens``,
+        ``completion_tokens_details.reasoning_tokens``); missing fields are 0 or None."""
         prompt_details = data.get("prompt_tokens_details") or {}
         completion_details = data.get("completion_tokens_details") or {}
         return cls(
@@ -80,6 +84,8 @@ class Usage:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """``{input, output, cacheRead, reasoning, totalTokens}`` (tokens), the usage row shape
+        of MEMORY_SPEC §5."""
         return {
             "input": self.input_tokens,
             "output": self.output_tokens,
@@ -102,6 +108,8 @@ class Timings:
 
     @classmethod
     def from_llamacpp(cls, data: dict[str, Any]) -> Timings:
+        """Read llama.cpp's ``timings`` object (``prompt_n``, ``prompt_ms``, ``predicted_n``,
+        ``predicted_ms``, ``cache_n``); missing or malformed fields are None."""
         return cls(
             prompt_tokens=_int_or_none(data.get("prompt_n")),
             prompt_ms=_float_or_none(data.get("prompt_ms")),
@@ -362,6 +370,7 @@ class ModelClient:
         )
 
     async def aclose(self) -> None:
+        """Close the HTTP client when this client created it (a shared one is left open)."""
         if self._owns_http:
             await self._http.aclose()
 

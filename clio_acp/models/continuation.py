@@ -53,6 +53,8 @@ class RouteIdentity:
     model: str | None
 
     def to_json(self) -> dict[str, Any]:
+        """``{target, runtime, model}``: the identity a continuation is stored with and
+        compared against."""
         return {"target": self.target, "runtime": self.runtime, "model": self.model}
 
 

@@ -38,6 +38,7 @@ class Dialect:
 
     @property
     def supports_grammar(self) -> bool:
+        """True when this runtime accepts a GBNF grammar in a request field."""
         return self.grammar_field is not None
 
     def apply_thinking_off(self, body: dict[str, Any]) -> None:

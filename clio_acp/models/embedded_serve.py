@@ -89,6 +89,10 @@ def _params(args: argparse.Namespace, api_key: str):  # -> xllamacpp.CommonParam
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the embedded llama.cpp server (``xllamacpp``) in this process until SIGTERM or
+    SIGINT. The API key comes from the environment; output goes to the rotated log file.
+    Returns the exit code: 0 after a signal, 1 when the server cannot start, 2 when the key
+    is missing."""
     args = _parse(argv)
     # Blocked before any thread starts, so every thread inherits it and sigwait gets it.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})

@@ -122,9 +122,12 @@ class LocalStatus:
 
     @property
     def installed(self) -> bool:
+        """True when both the model file and the server package are installed."""
         return self.model_installed and self.server is not None
 
     def as_dict(self) -> dict[str, object]:
+        """``{installed, model, modelInstalled, modelBytes, server}`` as ``clio-acp local
+        status --json`` prints it."""
         return {
             "installed": self.installed,
             "model": str(self.model_path),
@@ -261,6 +264,7 @@ class EmbeddedServer:
 
     @property
     def running(self) -> bool:
+        """True while the server process is alive."""
         return self._proc is not None and self._proc.returncode is None
 
     @property
@@ -299,6 +303,10 @@ class EmbeddedServer:
         return {**os.environ, API_KEY_ENV: self.api_key}
 
     async def start(self) -> str:
+        """Start the server process (once; a running server's URL is returned as is) on
+        ``port`` or a free loopback port and wait until it answers ``/health``. Returns the
+        OpenAI base URL. Raises ``RouteError`` when it exits or does not become healthy in
+        time (its log tail in the message)."""
         if self.running and self.base_url:
             return self.base_url
         port = self.port or free_port()
@@ -388,6 +396,7 @@ class LocalModelManager:
 
     @property
     def slots(self) -> int:
+        """Parallel request slots of the running server (the default before it started)."""
         return self._server.slots if self._server else DEFAULT_PARALLEL
 
     @property
@@ -417,6 +426,7 @@ class LocalModelManager:
             _LIVE.discard(server._proc)
 
     async def stop(self) -> None:
+        """Stop the server if this manager started it; the next request starts a new one."""
         if self._server is not None:
             await self._server.stop()
         self._server, self._starting = None, None

@@ -35,6 +35,8 @@ class ProbeResult:
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The probe as ``clio-acp targets --probe --json`` prints it (camelCase keys; latency
+        in ms, one decimal)."""
         return {
             "id": self.target_id,
             "runtime": self.runtime,

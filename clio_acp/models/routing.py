@@ -68,6 +68,7 @@ class Route:
 
     @property
     def key(self) -> tuple[str, str | None]:
+        """``(target id, model)``: what identifies a route for capacity and continuations."""
         return (self.target.id, self.model)
 
 
@@ -186,13 +187,16 @@ class Router:
 
     @property
     def chat_route(self) -> Route | None:
+        """The chat role's route, or None when no chat target is configured."""
         return self.table.chat
 
     @property
     def memory_route(self) -> Route | None:
+        """The memory role's route, or None (rules tier only)."""
         return self.table.memory
 
     async def aclose(self) -> None:
+        """Close every model client the router opened (idempotent)."""
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.aclose()

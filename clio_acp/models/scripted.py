@@ -389,17 +389,21 @@ class ScriptedModelServer:
     # -- lifecycle ------------------------------------------------------------
     @property
     def port(self) -> int:
+        """The loopback port the server listens on."""
         return int(self._httpd.server_address[1])
 
     @property
     def url(self) -> str:
+        """``http://127.0.0.1:<port>``."""
         return f"http://127.0.0.1:{self.port}"
 
     @property
     def base_url(self) -> str:
+        """The OpenAI base URL, ``<url>/v1``."""
         return f"{self.url}/v1"
 
     def start(self) -> ScriptedModelServer:
+        """Serve in a daemon thread; returns the server (chainable)."""
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.05},
@@ -410,6 +414,7 @@ class ScriptedModelServer:
         return self
 
     def stop(self) -> None:
+        """Stop serving and close the socket; streams in progress end."""
         self._stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()

@@ -61,6 +61,9 @@ class Target:
 
     @classmethod
     def from_settings(cls, entry: TargetSettings) -> Target:
+        """The runtime target for one ``targets:`` entry: base URL normalised (``/v1`` added),
+        the API key variable defaulted for runtimes that need one, tool calling
+        ``constrained`` for the embedded model."""
         return cls(
             id=entry.id,
             runtime=entry.runtime,
@@ -78,10 +81,13 @@ class Target:
 
     @property
     def dialect(self) -> Dialect:
+        """The runtime's dialect (thinking-off fields, grammar support, capacity default)."""
         return dialect_for(self.runtime)
 
     @property
     def root_url(self) -> str | None:
+        """The server root (base URL without ``/v1``), or None for the embedded target before
+        it runs."""
         return root_url(self.base_url) if self.base_url else None
 
     @property

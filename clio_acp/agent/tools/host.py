@@ -46,9 +46,17 @@ class ToolHost(Protocol):
     whole process group for a local host) before re-raising ``CancelledError``.
     """
 
-    async def read_text(self, path: Path) -> str: ...
+    async def read_text(self, path: Path) -> str:
+        """The text of the file at ``path``
+        (absolute, already confined); undecodable
+        bytes replaced. Raises ``OSError``."""
 
-    async def write_text(self, path: Path, text: str) -> None: ...
+    async def write_text(self, path: Path, text: str) -> None:
+        """Replace the file at ``path``
+        (absolute, already confined)
+        with ``text``, creating
+        parent folders. Raises
+        ``OSError``."""
 
     async def run_command(
         self,
@@ -57,7 +65,11 @@ class ToolHost(Protocol):
         cwd: Path,
         timeout_ms: int,
         on_output: OutputCallback | None = None,
-    ) -> CommandResult: ...
+    ) -> CommandResult:
+        """Run ``command`` with ``/bin/sh -c`` in ``cwd``; output pieces go to
+        ``on_output`` as they arrive. Stops it after ``timeout_ms``
+        (``timed_out`` set, exit code None). On cancellation the command is
+        stopped before ``CancelledError`` is re-raised."""
 
 
 def _read_file(path: Path) -> str:
@@ -102,9 +114,11 @@ class LocalToolHost:
     process group, killed (SIGTERM, then SIGKILL after 2 s) on timeout or cancel."""
 
     async def read_text(self, path: Path) -> str:
+        """``ToolHost.read_text`` in a worker thread (UTF-8, bad bytes replaced, newlines kept)."""
         return await asyncio.to_thread(_read_file, path)
 
     async def write_text(self, path: Path, text: str) -> None:
+        """``ToolHost.write_text`` in a worker thread."""
         await asyncio.to_thread(_write_file, path, text)
 
     async def run_command(
@@ -115,6 +129,8 @@ class LocalToolHost:
         timeout_ms: int,
         on_output: OutputCallback | None = None,
     ) -> CommandResult:
+        """``ToolHost.run_command`` in a new process group; on timeout or cancel the whole
+        group gets SIGTERM, then SIGKILL after ``KILL_GRACE_S``."""
         spawn = asyncio.ensure_future(
             asyncio.create_subprocess_shell(
                 command,

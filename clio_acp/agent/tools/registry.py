@@ -40,9 +40,11 @@ class ToolRegistry:
         self._schemas = {t.name: _schema_of(t) for t in tools}
 
     def get(self, name: str) -> ToolSpec | None:
+        """The spec of tool ``name``, or None for an unknown tool."""
         return self._tools.get(name)
 
     def names(self) -> list[str]:
+        """The tool names, in registration order."""
         return list(self._tools)
 
     def schemas(self, *, categories: Sequence[ToolCategory] | None = None) -> list[dict[str, Any]]:

@@ -34,9 +34,12 @@ class ToolDisposition:
 
     @property
     def result_kind(self) -> Literal["ok", "error"]:
+        """``"ok"`` or ``"error"`` (MEMORY_SPEC §4 ``metadata.resultKind``)."""
         return "ok" if self.ok else "error"
 
     def to_dict(self) -> dict[str, Any]:
+        """``{resultKind, exitCode, digest, outputSha}`` as journaled and handed to the memory
+        middleware."""
         return {
             "resultKind": self.result_kind,
             "exitCode": self.exit_code,

@@ -55,15 +55,32 @@ class WorkspaceValueStore(Protocol):
 
     async def workspace_put(
         self, session_id: str, key: str, value: str, *, max_entries: int
-    ) -> tuple[bool, int | None]: ...
+    ) -> tuple[bool, int | None]:
+        """Store ``value`` under ``key`` for ``session_id``; returns
+        ``(stored, previous_size)`` (``stored`` False when a new
+        key would exceed ``max_entries``)."""
 
-    async def workspace_get(self, session_id: str, key: str) -> str | None: ...
+    async def workspace_get(self, session_id: str, key: str) -> str | None:
+        """The value of
+        ``key`` in
+        ``session_id``'s
+        workspace, or
+        None."""
 
     async def workspace_list(
         self, session_id: str, *, after: str | None = None, limit: int = 100
-    ) -> list[tuple[str, int, str]]: ...
+    ) -> list[tuple[str, int, str]]:
+        """Up to ``limit`` ``(key, size, updated_at)`` rows in key
+        order, after the key ``after`` (a cursor)."""
 
-    async def workspace_delete(self, session_id: str, key: str) -> int | None: ...
+    async def workspace_delete(self, session_id: str, key: str) -> int | None:
+        """Delete
+        ``key``;
+        returns the
+        size it had,
+        or None when
+        it was not
+        there."""
 
 
 def check_key(key: str) -> str:

@@ -36,6 +36,7 @@ class Workspace:
         return cls(cwd=real_cwd, roots=tuple(roots))
 
     def contains(self, real: Path) -> bool:
+        """True when the realpath ``real`` is one of the roots or lies below one."""
         return any(real == root or root in real.parents for root in self.roots)
 
     def resolve(self, path: str | os.PathLike[str]) -> Path:
