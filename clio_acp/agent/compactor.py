@@ -40,7 +40,7 @@ async def maybe_compact(loop: AgentLoop, *, force: bool = False) -> bool:
     a compaction was journaled."""
     rules = loop.context_rules()
     window = loop.model.context_window
-    before = cmp.view_tokens(loop.system_text(), loop.transcript.view(), loop.tool_schemas())
+    before = loop.transcript.view_tokens(loop.system_text(), loop.tool_schemas())
     if not force and not cmp.should_compact(before, window, rules.trigger_ratio):
         return False
     if not loop.guard.may_compact():
@@ -63,7 +63,7 @@ async def compact(
     window = window or loop.model.context_window
     system, tools = loop.system_text(), loop.tool_schemas()
     rows = loop.transcript.rows
-    pairs = history.project(rows)
+    pairs = loop.transcript.pairs()
     if before is None:
         before = cmp.view_tokens(system, [m for _, m in pairs], tools)
     plan = cmp.plan_compaction(

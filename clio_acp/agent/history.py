@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from clio_acp.context.compaction import SUMMARY_PREFIX, clip_message
+from clio_acp.context.tokens import estimate_message
 from clio_acp.models.continuation import CONTINUATION_KEY
 
 ROW_PROMPT = "prompt"
@@ -86,27 +87,76 @@ def project(rows: Sequence[Row]) -> list[tuple[int, dict[str, Any]]]:
     A tool call whose result is missing (cancel, crash) gets ``MISSING_RESULT_TEXT``
     before the next prompt or reply; a result without its call is left out.
     """
-    compaction = latest_compaction(rows)
-    overrides: dict[str, str] = {}
-    for row in rows:
+    return Projection(rows).pairs()
+
+
+class Projection:
+    """The model view of a growing list of rows, kept up to date one row at a time
+    (issue 18 item 2): ``add`` costs O(1) for an ordinary row; a compaction row
+    rebuilds from the rows (the rare path), as loading does. ``pairs``/``messages``
+    equal ``project`` of the same rows, and ``token_estimate`` is
+    ``estimate_messages`` of the view (estimated tokens), kept as a running sum."""
+
+    def __init__(self, rows: Sequence[Row] = ()) -> None:
+        self.rebuild(rows)
+
+    def rebuild(self, rows: Sequence[Row]) -> None:
+        """Project ``rows`` from scratch (load, compaction)."""
+        self._pairs: list[tuple[int, dict[str, Any]]] = []
+        self._tokens = 0
+        self._pending: list[str] = []  # tool_call_ids still waiting for their result
+        self._last_seq = rows[-1].seq if rows else 0
+        compaction = latest_compaction(rows)
+        self._overrides: dict[str, str] = {}
+        for row in rows:
+            if row.type == ROW_COMPACTION:
+                self._overrides.update(row.data.get("spilled") or {})
+        first_kept = 0
+        if compaction is not None:
+            first_kept = int(compaction.data.get("first_kept_seq", compaction.seq))
+            self._keep(compaction.seq, _summary_message(compaction))
+        for row in rows:
+            if row.seq >= first_kept and row.type != ROW_COMPACTION:
+                self._feed(row)
+
+    def add(self, row: Row, rows: Sequence[Row]) -> None:
+        """``row`` was appended to ``rows`` (which already ends with it)."""
         if row.type == ROW_COMPACTION:
-            overrides.update(row.data.get("spilled") or {})
-    out: list[tuple[int, dict[str, Any]]] = []
-    first_kept = 0
-    if compaction is not None:
-        first_kept = int(compaction.data.get("first_kept_seq", compaction.seq))
-        out.append((compaction.seq, _summary_message(compaction)))
-    pending: list[str] = []  # tool_call_ids still waiting for their result
-    for row in rows:
-        if row.seq < first_kept or row.type == ROW_COMPACTION:
-            continue
+            self.rebuild(rows)
+            return
+        self._feed(row)
+        self._last_seq = row.seq
+
+    def _feed(self, row: Row) -> None:
         if row.type in (ROW_PROMPT, ROW_ASSISTANT, ROW_TURN_ENDED):
-            _flush_missing(out, pending, row.seq)
-        message = _row_message(row, pending, overrides)
+            for call_id in self._pending:
+                self._keep(row.seq, _missing_result(call_id))
+            self._pending.clear()
+        message = _row_message(row, self._pending, self._overrides)
         if message is not None:
-            out.append((row.seq, message))
-    _flush_missing(out, pending, rows[-1].seq if rows else 0)
-    return out
+            self._keep(row.seq, message)
+
+    def _keep(self, seq: int, message: dict[str, Any]) -> None:
+        self._pairs.append((seq, message))
+        self._tokens += estimate_message(message)
+
+    def pairs(self) -> list[tuple[int, dict[str, Any]]]:
+        """(seq, message) pairs of the view, with a synthetic result for each call
+        still pending (carrying the last row's seq), as ``project`` returns them."""
+        missing = [(self._last_seq, _missing_result(c)) for c in self._pending]
+        return [*self._pairs, *missing]
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The model view (messages only)."""
+        return [m for _, m in self._pairs] + [_missing_result(c) for c in self._pending]
+
+    def token_estimate(self) -> int:
+        """Estimated tokens of ``messages()`` (``estimate_messages``)."""
+        return self._tokens + sum(estimate_message(_missing_result(c)) for c in self._pending)
+
+
+def _missing_result(call_id: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT_TEXT}
 
 
 def _summary_message(compaction: Row) -> dict[str, Any]:
@@ -116,12 +166,6 @@ def _summary_message(compaction: Row) -> dict[str, Any]:
         + str(compaction.data.get("summary", ""))
         + workspace_note(compaction.data.get("workspace_keys") or ()),
     }
-
-
-def _flush_missing(out: list[tuple[int, dict[str, Any]]], pending: list[str], seq: int) -> None:
-    for call_id in pending:
-        out.append((seq, {"role": "tool", "tool_call_id": call_id, "content": MISSING_RESULT_TEXT}))
-    pending.clear()
 
 
 def _row_message(row: Row, pending: list[str], overrides: dict[str, str]) -> dict[str, Any] | None:

@@ -355,7 +355,7 @@ class AgentLoop:
                 input_tokens=turn.usage.input_tokens,
                 output_tokens=turn.usage.output_tokens,
                 cached_tokens=turn.usage.cached_tokens,
-                context_used=cmp.view_tokens(self.system_text(), self.transcript.view(), tools),
+                context_used=self.transcript.view_tokens(self.system_text(), tools),
                 context_size=self.model.context_window,
             )
         )
