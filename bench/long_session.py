@@ -25,7 +25,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +110,9 @@ def main() -> int:
     if args.json:
         print(json.dumps({"turn_ms": result, "ratio": {k: v / base for k, v in result.items()}}))
         return 0
-    print(f"agent loop, one {CALLS_PER_TURN}-call turn (median of {args.turns}), model time excluded:")
+    print(
+        f"agent loop, one {CALLS_PER_TURN}-call turn (median of {args.turns}), model time excluded:"
+    )
     for size, ms in result.items():
         print(f"  after {size:>5} tool calls: {ms:8.2f} ms  (×{ms / base:.2f} of {args.sizes[0]})")
     return 0
