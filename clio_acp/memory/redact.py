@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clio_acp.memory.secret_rules import Ruleset, load_ruleset
+from clio_acp.memory.secret_shapes import EXTRA_SHAPES, QUOTED_ASSIGNMENT, TOKEN_KIND, token_spans
 
 __all__ = [
     "EXTRA_KINDS",
@@ -98,116 +99,14 @@ _ASSIGNMENT = re.compile(
     re.ASCII | re.IGNORECASE,
 )
 
-_TOKEN_CHARS = r"[A-Za-z0-9._~+/-]"
-# Secret-flavoured names beyond §8's words, as config files and shells spell them
-# (from the key word on: what precedes it in the name does not matter).
-_SECRET_NAME = (
-    r"(?:api[_-]?key|apikey|secret|token|passw(?:or)?d|pwd|pass|passphrase"
-    r"|credentials?|auth|private[_-]?key|access[_-]?key)[A-Za-z0-9_.-]*"
-)
-
-# Runs after ``assignment``: a quoted value after a secret-flavoured name is one
-# value, whatever it holds (``SECRET_KEY = 'a&b#c…'`` keeps its tail after the
-# first ``&`` from ``assignment``). Group ``secret`` is what is replaced, markers
-# inside it included, unless it is exactly one marker already.
-_QUOTED_ASSIGNMENT = re.compile(
-    r"(?i)" + _SECRET_NAME + r"[\"']?\s*(?::=|=>|[:=])\s*(?P<q>[\"'])"
-    r"(?P<secret>(?:(?!(?P=q))[^\n\\\ue000]|\\.){8,256})(?P=q)"
-)
-
-# Shapes this module adds after ``assignment``: (kind, lowercase needles of which one
-# must occur for the pattern to run, pattern). Group ``secret`` is replaced; spans
-# inside an existing marker are skipped.
-_EXTRA_SHAPES: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
-    (
-        "auth-header",
-        ("authorization",),
-        re.compile(
-            r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
-            r"(?:(?:bearer|basic|digest|token|bot|negotiate|apikey)\s+)?"
-            r"(?!(?:bearer|basic|digest|token|bot|negotiate|apikey)\b)"
-            rf"(?P<secret>{_TOKEN_CHARS}{{6,}}=*)"
-        ),
-    ),
-    (
-        "auth-header",
-        ("bearer", "basic"),
-        # A bare scheme and credentials: at least 16 characters, or 8 with a digit,
-        # so prose ("Basic authentication") stays.
-        re.compile(
-            rf"\b(?:Bearer|bearer|BEARER|Basic|basic|BASIC)\s+(?P<secret>(?={_TOKEN_CHARS}*[0-9])"
-            rf"{_TOKEN_CHARS}{{8,}}=*|{_TOKEN_CHARS}{{16,}}=*)"
-        ),
-    ),
-    (
-        "url-credentials",
-        ("://",),
-        re.compile(
-            r"://(?<=[A-Za-z0-9]://)[^\s/?#@:\"'<>]{0,256}:"
-            r"(?P<secret>[^\s/?#@\"'<>]{3,256})@"
-        ),
-    ),
-    (
-        "url-query-secret",
-        ("=",),
-        re.compile(
-            r"(?i)[?&;](?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token"
-            r"|x-goog-signature|key|apikey|client_secret|access_token|refresh_token|auth)"
-            r"=(?P<secret>[^&\s#\"'<>]{8,})"
-        ),
-    ),
-    (
-        "connection-string",
-        ("=",),
-        re.compile(
-            r"(?i)\b(?:AccountKey|SharedAccessKey|SharedAccessSignature|Password|Pwd)"
-            r"\s*=\s*(?P<secret>[^;\s\"'<>]{6,})"
-        ),
-    ),
-    (
-        "env-assignment",
-        ("=", ":"),
-        # An upper-case variable named like a secret (MYSQL_PWD, REDIS_PASS,
-        # STRIPE_KEY, DOCKER_AUTH …); not a ``$VAR`` reference.
-        re.compile(
-            r"\b[A-Z][A-Z0-9_]*(?:PWD|PASS|PASSWD|PASSWORD|PASSPHRASE|AUTH|KEY|SECRET"
-            r"|TOKEN|CREDENTIALS?|SIG|SAS|PRIVATE)[\"']?\s*[:=]\s*[\"']?"
-            r"(?![$])(?P<secret>[^\s\"'`;,&|<>]{6,})"
-        ),
-    ),
-    (
-        "docker-auth",
-        ('"auth"', 'token"'),
-        re.compile(
-            r"\"(?:auth|identitytoken|registrytoken)\"\s*:\s*\"(?P<secret>[A-Za-z0-9+/=_.-]{8,})\""
-        ),
-    ),
-    ("netrc-password", ("password",), re.compile(r"\blogin\s+\S+\s+password\s+(?P<secret>\S{3,})")),
-    (
-        "discord-webhook",
-        ("webhooks/",),
-        re.compile(r"discord(?:app)?\.com/api/webhooks/\d+/(?P<secret>[A-Za-z0-9_-]{20,})"),
-    ),
-    # Well-known prefixes the vendored rules do not cover.
-    ("stripe-webhook-secret", ("whsec_",), re.compile(r"(?P<secret>whsec_[A-Za-z0-9+/=]{20,})")),
-    ("google-oauth-token", ("ya29.",), re.compile(r"(?P<secret>ya29\.[A-Za-z0-9_-]{20,})")),
-    ("google-oauth-token", ("1//0",), re.compile(r"(?P<secret>1//0[A-Za-z0-9_-]{30,})")),
-    ("google-client-secret", ("gocspx-",), re.compile(r"(?P<secret>GOCSPX-[A-Za-z0-9_-]{20,})")),
-    (
-        "telegram-bot-token",
-        (":aa",),
-        re.compile(r"(?<![0-9])(?P<secret>[0-9]{8,10}:AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])"),
-    ),
-)
-
 REDACTION_KINDS: tuple[str, ...] = (
     *dict.fromkeys(kind for kind, _ in _SPEC_SHAPES),
     "assignment",
 )
 """The MEMORY_SPEC §8 marker kinds in application order."""
 
-EXTRA_KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, _, _ in _EXTRA_SHAPES))
-"""Kinds this module adds beyond §8; the vendored rules add their rule ids."""
+EXTRA_KINDS: tuple[str, ...] = (*dict.fromkeys(kind for kind, _, _ in EXTRA_SHAPES), TOKEN_KIND)
+"""Kinds added beyond §8 (``secret_shapes``); the vendored rules add their rule ids."""
 
 _MARKER = re.compile(r"\[redacted:[a-z0-9-]+\]")
 # §8 marker preservation: U+E000 then U+E100+i stands in for the i-th marker.
@@ -251,13 +150,15 @@ def redact_secrets_text(text: str, tally: RedactionTally | None = None) -> str:
     out, n = _redact_quoted_values(out)
     count += n
     lowered = out.lower()
-    for kind, needles, pattern in _EXTRA_SHAPES:
+    for kind, needles, pattern in EXTRA_SHAPES:
         if not any(needle in lowered for needle in needles):
             continue
         out, n = _replace_spans(out, _secret_spans(pattern, out), kind)
         count += n
     generic = [rule for rule in candidates if rule.rule_id.startswith("generic")]
     out, n = _apply_vendored(ruleset, generic, out)
+    count += n
+    out, n = _replace_spans(out, token_spans(out), TOKEN_KIND)
     count += n
     out, n = _RESIDUE.subn(r"\1", out)
     count += n
@@ -279,7 +180,7 @@ def _redact_quoted_values(text: str) -> tuple[str, int]:
         whole = match.group(0)
         return whole[: start - base] + "[redacted:assignment]" + whole[end - base :]
 
-    return _QUOTED_ASSIGNMENT.sub(_replace, text), count
+    return QUOTED_ASSIGNMENT.sub(_replace, text), count
 
 
 def _secret_spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int]]:
