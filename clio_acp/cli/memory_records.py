@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from clio_acp.memory.handoff import HANDOFF_MAX_BYTES, parse_handoff_snapshot
+from clio_acp.memory.identity import canonical_repository_identity
 from clio_acp.memory.promotion import (
     PromotionError,
     PromotionSource,
@@ -98,7 +99,11 @@ def register(verbs: argparse._SubParsersAction) -> None:
         help="entry id to promote (repeatable; default: every entry)",
     )
     p.add_argument("--scope", required=True, choices=["repo", "global", "runtime", "agent"])
-    p.add_argument("--repository", metavar="PATH", help="canonical repository path (repo scope)")
+    p.add_argument(
+        "--repository",
+        metavar="PATH",
+        help="canonical repository path (repo scope; default: the repository of the current folder)",
+    )
     p.add_argument(
         "--acknowledge-global",
         action="store_true",
@@ -157,6 +162,14 @@ def _run_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def current_repository(cwd: Path) -> str | None:
+    """The canonical identity (MEMORY_SPEC §6) of the repository holding ``cwd``: the
+    nearest folder up with a ``.git`` entry, else ``cwd`` itself."""
+    start = cwd.absolute()
+    root = next((d for d in (start, *start.parents) if (d / ".git").exists()), start)
+    return canonical_repository_identity(str(root))
+
+
 _SCOPE_FLAGS = {
     "repo": "repository",
     "global": "acknowledge_global",
@@ -171,6 +184,10 @@ def _selection(args: argparse.Namespace) -> ScopeSelection:
     for scope, flag in _SCOPE_FLAGS.items():
         if scope != args.scope and getattr(args, flag):
             parser.error(f"--{flag.replace('_', '-')} does not belong to --scope {args.scope}")
+    if args.scope == "repo" and not args.repository:
+        args.repository = current_repository(Path.cwd())
+        print(f"clio-acp memory: --scope repo: the current repository, {args.repository}",
+              file=sys.stderr)  # fmt: skip
     if not getattr(args, own):
         parser.error(f"--scope {args.scope} needs --{own.replace('_', '-')}")
     if args.scope == "repo":

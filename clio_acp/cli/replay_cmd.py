@@ -24,7 +24,9 @@ import asyncio
 import json
 import logging
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from clio_acp.agent.memory_hooks import RouterMemoryClient
 from clio_acp.agent.recordings import FORMATS, RecordingFormatError
@@ -183,14 +185,65 @@ def _write_html(out: Path, items: list[tuple[Path, str, list[ReplayReport]]]) ->
     return True
 
 
+class _Progress:
+    """Progress of a replay on stderr: a line per file when there are several or the
+    LLM tier runs (minutes per file), and one per memory step with the LLM tier."""
+
+    def __init__(self, files: int) -> None:
+        self.files, self.index, self.steps, self.llm = files, 0, 0, False
+        self._started = time.monotonic()
+        self._file_started = self._started
+
+    @property
+    def shown(self) -> bool:
+        return self.llm or self.files > 1
+
+    def start(self, path: Path) -> None:
+        self.index += 1
+        self._file_started = time.monotonic()
+        if self.shown:
+            tier = " (LLM tier: each memory step is a model call)" if self.llm else ""
+            self._say(f"[{self.index}/{self.files}] {path}{tier}")
+
+    def step(self) -> None:
+        self.steps += 1
+        if self.llm:
+            took = time.monotonic() - self._file_started
+            self._say(f"[{self.index}/{self.files}] memory step {self.steps} ({took:.0f} s)")
+
+    def done(self, reports: list[ReplayReport]) -> None:
+        if self.shown:
+            calls = sum(r.summary["toolCalls"] for r in reports)
+            took = time.monotonic() - self._file_started
+            self._say(f"[{self.index}/{self.files}] done: {calls} tool calls in {took:.1f} s")
+
+    def _say(self, text: str) -> None:
+        print(f"clio-acp replay: {text}", file=sys.stderr, flush=True)
+
+
+class _CountingClient:
+    """The memory client with a progress line per completion."""
+
+    def __init__(self, inner: Any, progress: _Progress) -> None:
+        self._inner, self._progress = inner, progress
+
+    async def complete(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self._inner.complete(*args, **kwargs)
+        finally:
+            self._progress.step()
+
+
 async def _run(args: argparse.Namespace) -> int:
     settings = _load_settings()
     memory = settings.context.memory
     router = _router(settings)
     factory = None
+    progress = _Progress(len(args.files))
     if router is not None and router.memory_route is not None:
-        client = RouterMemoryClient(router)
+        client = _CountingClient(RouterMemoryClient(router), progress)
         factory = lambda _settings: client  # noqa: E731 - one client for the whole run
+        progress.llm = True
     failed = 0
     labels = None
     if args.score is not None:
@@ -206,6 +259,7 @@ async def _run(args: argparse.Namespace) -> int:
     totals = {"files": 0, "toolCalls": 0, "failures": 0, "informative": 0, "reminders": 0}
     try:
         for path in args.files:
+            progress.start(path)
             try:
                 reports = await replay_file(
                     path,
@@ -223,6 +277,7 @@ async def _run(args: argparse.Namespace) -> int:
                 failed += 1
                 continue
             totals["files"] += 1
+            progress.done(reports)
             if args.html is not None:
                 html_items.append((path, args.format, reports))
             for report in reports:

@@ -123,9 +123,14 @@ def _summary_line(summary: dict[str, Any]) -> str:
     return f'<p class="summary">{spans}</p>'
 
 
-def _section(report: ReplayReport, recording: Recording | None) -> str:
+def _section(report: ReplayReport, recording: Recording | None, anchor: str) -> str:
+    """One recording; ``anchor`` is its id (``rec-N``), its steps are ``rec-N-step-I``
+    so anchors stay unique across recordings."""
     s = report.summary
-    parts = [f"<h2>{_e(report.instance)} <small>({_e(report.format)})</small></h2>"]
+    parts = [
+        f'<h2 id="{anchor}">{_e(report.instance)} <small>({_e(report.format)})</small>'
+        ' <a class="top" href="#contents">contents</a></h2>'
+    ]
     parts.append(f"<p><code>{_e(report.file)}</code></p>")
     parts.append(_summary_line(s))
     paper: list[int] = []
@@ -162,7 +167,8 @@ def _section(report: ReplayReport, recording: Recording | None) -> str:
                 )
             output = _clip(call.output or "", OUTPUT_CHARS)
             rows.append(
-                f'<tr class="{cls}" id="step-{call.index}"><td class="num">{call.index}</td>'
+                f'<tr class="{cls}" id="{anchor}-step-{call.index}"><td class="num">'
+                f"{call.index}</td>"
                 f"<td><code>{_e(call.tool_name)}</code></td>"
                 f"<td><code>{_e(_clip(_args_text(call), ARG_CHARS))}</code></td>"
                 f'<td class="out">{badge}<details><summary>output ({len(call.output or "")} chars)'
@@ -200,10 +206,40 @@ def render_html(
     at = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     total_calls = sum(r.tool_calls for r, _ in items)
     total_fx = sum(len(r.reminders) for r, _ in items)
-    body = "".join(_section(r, rec) for r, rec in items)
+    anchors = [f"rec-{n}" for n in range(1, len(items) + 1)]
+    body = "".join(_section(r, rec, a) for (r, rec), a in zip(items, anchors, strict=True))
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{_e(title)}</h1><p>{len(items)} recordings, {total_calls} tool calls, "
-        f"{total_fx} memory effects. Written {at}.</p>{body}</body></html>\n"
+        f"{total_fx} memory effects. Written {at}.</p>"
+        f"{_contents(items, anchors)}{body}</body></html>\n"
+    )
+
+
+_CONTENTS_FIELDS = (
+    ("tool calls", "toolCalls"),
+    ("failures", "failures"),
+    ("reminders", "turnEndReminders"),
+    ("loop stops", "loopStops"),
+)
+
+
+def _contents(
+    items: Sequence[tuple[ReplayReport, Recording | None]], anchors: Sequence[str]
+) -> str:
+    """The summary table of contents: one linked row per recording with its counts."""
+    head = "".join(f"<th>{_e(label)}</th>" for label, _ in _CONTENTS_FIELDS)
+    rows = [
+        f'<tr><td><a href="#{anchor}">{_e(report.instance)}</a></td>'
+        + "".join(
+            f'<td class="num">{_e(report.summary.get(key, 0))}</td>' for _, key in _CONTENTS_FIELDS
+        )
+        + "</tr>"
+        for (report, _), anchor in zip(items, anchors, strict=True)
+    ]
+    return (
+        f'<h2 id="contents">Contents</h2><table class="contents"><tr><th>recording</th>{head}</tr>'
+        + "".join(rows)
+        + "</table>"
     )

@@ -200,6 +200,19 @@ def test_replay_runs_the_llm_tier_when_a_memory_route_is_configured(model_server
     assert len(model_server.bodies) >= 2
     # The rules-tier catch is still there.
     assert any(r["step"] == 12 and r["channel"] == "annotation" for r in report["reminders"])
+    # Long work says how far it got (issue 20 item 7): one line per memory step.
+    steps = [ln for ln in result.stderr.splitlines() if "] memory step " in ln]
+    assert len(steps) == len(model_server.bodies)
+    assert "[1/1]" in result.stderr and "LLM tier" in result.stderr
+    assert "[1/1] done:" in result.stderr
+
+
+def test_replay_of_several_files_prints_progress_per_file(run_cli):
+    files = [str(mini("django__django-16263")), str(mini("astropy__astropy-12907"))]
+    result = run_cli("replay", *files)
+    assert result.returncode == 0, result.stderr
+    assert "clio-acp replay: [1/2] " in result.stderr and "[2/2] done:" in result.stderr
+    assert "memory step" not in result.stderr  # rules tier: no model calls
 
 
 def test_replay_writes_the_memory_trace_when_asked(model_server, run_cli, tmp_path):

@@ -135,7 +135,6 @@ def test_promote_selected_entries_and_unknown_entry(run_cli, handoff: Path, stor
     ("flags", "message"),
     [
         (["--scope", "global"], "--acknowledge-global"),
-        (["--scope", "repo"], "needs --repository"),
         (["--scope", "repo", "--repository", "/x", "--agent", "a"], "does not belong"),
         (["--scope", "global", "--acknowledge-global", "--repository", "/x"], "does not belong"),
         (["--scope", "runtime", "--acknowledge-global", "--runtime", "r"], "does not belong"),
@@ -148,6 +147,21 @@ def test_promote_usage_errors_exit_2(run_cli, handoff: Path, flags, message, sto
     assert result.returncode == 2
     assert message in result.stderr and result.stdout == ""
     assert not store.path.exists()
+
+
+def test_promote_repo_scope_defaults_to_the_current_repository(
+    run_cli, handoff: Path, tmp_path: Path
+) -> None:
+    repo = tmp_path / "project"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "src").mkdir()
+    result = run_cli(
+        "memory", "promote", "--from-handoff", str(handoff), "--scope", "repo", cwd=repo / "src"
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"the current repository, {repo.resolve()}" in result.stderr
+    listed = run_cli("memory", "list").stdout
+    assert listed.count(f"  repository: {repo.resolve()}") == 3
 
 
 def test_promote_runtime_errors_exit_1(run_cli, handoff: Path, tmp_path: Path, store) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 
 import pytest
 
@@ -42,10 +43,17 @@ def test_html_report_is_self_contained_and_marks_every_reminder_step(run_cli, tm
         for cited in reminder["cited"]:
             assert cited in page
     for step in blind["failureSteps"]:
-        assert f'<tr class="fail" id="step-{step}">' in page
+        assert f'<tr class="fail" id="rec-1-step-{step}">' in page
     # Every tool call of both recordings has its timeline row, and the final bank is shown.
     total_calls = sum(r["summary"]["toolCalls"] for r in reports)
-    assert page.count('id="step-') == total_calls
+    assert page.count("-step-") - page.count('"rec-N-step') == total_calls
+    # Anchors are unique across recordings; the contents table links each recording.
+    anchors = re.findall(r' id="([^"]+)"', page)
+    assert len(anchors) == len(set(anchors))
+    assert '<h2 id="contents">' in page
+    for n, report in enumerate(reports, 1):
+        assert f'<a href="#rec-{n}">{html.escape(report["instance"], quote=True)}</a>' in page
+        assert f'<h2 id="rec-{n}">' in page
     for entry in blind["bank"]["knowledge"] + blind["bank"]["procedural"]:
         assert html.escape(entry["content"], quote=True) in page
     # The pma run carries the paper's injections as a yardstick.
