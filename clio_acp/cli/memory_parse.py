@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from clio_acp.cli.argtypes import positive_int
 from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.policy import PolicyInput, ScriptedAnswerClient, run_task_memory_policy
 
@@ -29,16 +30,6 @@ PROG = "clio-acp memory parse"
 
 class _UsageError(Exception):
     """Bad input the operator must fix; exit code 2."""
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--max-tokens",
-        type=_positive_int,
+        type=positive_int,
         default=100,
         metavar="N",
         help="reminder budget in tokens (cap = 4×N chars; default 100)",

@@ -21,6 +21,7 @@ from typing import Any
 
 from clio_acp.agent.history import ROW_TYPES
 from clio_acp.agent.permissions import PERMISSION_MODES, PermissionDecision, PermissionRequest
+from clio_acp.cli.argtypes import positive_int
 from clio_acp.paths import resolve_paths
 from clio_acp.settings import MAX_TURN_REQUESTS_DEFAULT
 
@@ -76,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="TYPE",
         help="only this row type (repeatable): " + ", ".join(ROW_TYPES),
     )
-    events.add_argument("--limit", type=_positive_int, default=None, help="at most N rows")
+    events.add_argument("--limit", type=positive_int, default=None, help="at most N rows")
     events.add_argument("--json", action="store_true", help="one JSON object per line")
     events.set_defaults(func=_events)
 
@@ -84,21 +85,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "sessions", help="list stored sessions", description="List stored sessions, newest first."
     )
     sessions.add_argument("--cwd", type=Path, default=None, help="only sessions of this workspace")
-    sessions.add_argument("--limit", type=_positive_int, default=50, help="at most N sessions")
+    sessions.add_argument("--limit", type=positive_int, default=50, help="at most N sessions")
     sessions.add_argument("--cursor", default=None, help="continue from a previous page")
     sessions.add_argument("--json", action="store_true", help="one JSON object")
     sessions.set_defaults(func=_sessions)
-
-
-def _positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (a count of rows or sessions)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 # --------------------------------------------------------------------------- run
