@@ -8,13 +8,26 @@ agent-shell render agent messages as Markdown or plain text).
 
 from __future__ import annotations
 
-import json
+import re
 from typing import Any
 
 
+def _words(key: str) -> str:
+    """``llmSteps`` → ``llm steps``, ``step_in_flight`` → ``step in flight``."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r" \1", str(key)).replace("_", " ").lower()
+
+
 def _fmt(value: Any) -> str:
-    if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    """A value as a person reads it: never JSON, never a Python repr."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict):
+        parts = [f"{_words(k)} {_fmt(v)}" for k, v in value.items() if v not in (None, "", [], {})]
+        return ", ".join(parts) or "-"
+    if isinstance(value, list | tuple):
+        return ", ".join(_fmt(v) for v in value) or "none"
     return str(value)
 
 
