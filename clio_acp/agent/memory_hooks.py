@@ -372,7 +372,8 @@ class MiddlewareHooks:
         await self.middleware.wait_idle()
 
     def bank_status(self) -> str | None:
-        """The status entry's content, or None."""
+        """The status entry's content (brought up to date first, §13.5), or None."""
+        self.middleware.sync_status()
         status = self.middleware.bank.status
         return status.content if status is not None else None
 
@@ -381,7 +382,8 @@ class MiddlewareHooks:
         return self.middleware.bank
 
     def snapshot(self) -> dict[str, Any] | None:
-        """``TaskMemoryBank.snapshot`` of the live bank."""
+        """``TaskMemoryBank.snapshot`` of the live bank (rules status synced first)."""
+        self.middleware.sync_status()
         return self.middleware.bank.snapshot()
 
     def counters(self) -> dict[str, Any] | None:
@@ -408,6 +410,7 @@ class MiddlewareHooks:
     def board(self) -> dict[str, Any]:
         """The middleware board with a status-free bank view and the spend figures
         from steps.jsonl."""
+        self.middleware.sync_status()
         board = self.middleware.board()
         bank = dict(board.get("bank") or {})
         bank.pop("status", None)  # the board's bank view is status-free (session.board)

@@ -244,6 +244,7 @@ async def replay_recording(
     _record(report, mw.turn_start(None, ""), done, mw)  # drain what is still deferred
     # The recording ends: its last answer would have ended the task (§13.6).
     _record_completion(report, mw.completion_check(), done, len(recording.turns))
+    mw.sync_status()
     snapshot = mw.bank.snapshot()
     report.bank = snapshot
     report.environmental = [

@@ -782,6 +782,14 @@ _ENV_LINE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # https://… NameResolutionError") start otherwise and never count.
 _OWN_LINE = re.compile(r"^(?:[\w@.+/\-\[\]]+:\s*(?:\(\d+\)\s*)?)+|^[A-Z][a-z]+ |^[A-Z]: ")
 _MISSING_MODULE = re.compile(r"No module named '?([\w.]+)'?")
+# Any phrase one of the checks below could match (a cheap first pass).
+_ENV_ANY = re.compile(
+    r"not found|Permission denied|Operation not permitted|No module named|"
+    r"No such file or directory|resolve|Name or service|Connection|unreachable|"
+    r"No route|certificate|SSL|TLS|daemon|systemd|bus|No space|quota|compiler|"
+    r"locate package|distribution|satisfies",
+    re.IGNORECASE,
+)
 
 
 def _programs(command: str) -> set[str]:
@@ -793,6 +801,21 @@ def _programs(command: str) -> set[str]:
             module, _rest = _module_program(program, args)
             programs.add(module)
     return programs
+
+
+def _env_candidate_lines(text: str) -> list[str]:
+    """The stripped lines holding a phrase ``environment_signature`` looks for, in
+    order (found with one regex pass, not line by line)."""
+    lines: list[str] = []
+    last_start = -1
+    for match in _ENV_ANY.finditer(text):
+        start = text.rfind("\n", 0, match.start()) + 1
+        if start == last_start:
+            continue
+        end = text.find("\n", match.end())
+        lines.append(text[start : end if end >= 0 else len(text)].strip())
+        last_start = start
+    return lines
 
 
 def _missing_program(name: str, command: str | None, programs: set[str]) -> bool:
@@ -819,9 +842,11 @@ def environment_signature(
     text = output or ""
     if len(text) > SIGNATURE_HEAD_CHARS + SIGNATURE_TAIL_CHARS:
         text = text[:SIGNATURE_HEAD_CHARS] + "\n" + text[-SIGNATURE_TAIL_CHARS:]
+    candidates = _env_candidate_lines(text)
+    if not candidates:
+        return None  # one pass over the text settles most failures
     programs = _programs(command) if command else set()
-    for raw in text.splitlines():
-        line = raw.strip()
+    for line in candidates:
         if not line or len(line) > 400:
             continue
         own = bool(_OWN_LINE.match(line)) or bool(_EXCEPTION_LINE.match(line))

@@ -142,6 +142,10 @@ class RulesMemory:
     last_command: str = ""
     goal: str = ""
     completion_checked: bool = False
+    status_source: str = ""
+    """The status text last written (before the bank's normalisation)."""
+    status_step: int = 0
+    """Tool step of the last status refresh."""
 
     # -- §12.1 --------------------------------------------------------------------------
 

@@ -118,7 +118,9 @@ def test_bank_and_counters_round_trip_through_restore(tmp_path):
     assert offer.text.startswith("Memory: execution state restored from the saved session:")
     assert "python repro.py" in offer.text  # unresolved failure restored (§12.6)
     assert other.counters()["toolStep"] == 1
-    assert other.bank_status() is None
+    # The saved bank carried the rules status (§13.5), restored first.
+    assert "Goal: Always run the linter first." in offer.text.splitlines()[1]
+    assert other.bank_status().startswith("Goal: Always run the linter first.")
 
 
 def test_board_hides_status_and_carries_spend(tmp_path):

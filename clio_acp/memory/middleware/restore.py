@@ -116,6 +116,7 @@ class RestoreOffers:
         return self._guard("on_compaction", run)
 
     def _offer_effects(self, settings: MemorySettings, prefix: str) -> list[Effect]:
+        self._refresh_status(settings)
         self._make_restore_offer(settings, prefix)
         offer = self._s.offer
         return [offer.reminder()] if offer is not None else []

@@ -3,8 +3,11 @@
 - Status: with no LLM tier configured, the rules tier keeps the bank's status entry
   (origin ``rules``): the goal (first line of the task), files changed so far, the
   last command and its outcome, failures still unresolved, and the step count. It
-  is refreshed at each turn end and before a restore offer; a status another
-  writer owns (model, seed, user) is never overwritten.
+  is written when it is read or saved — ``sync_status``, which the session's
+  journal snapshot calls at every turn end, the operator view and progress notes
+  call too — and before every restore offer: each write is redacted by the bank,
+  which costs more than a tool event, so it is not rewritten per tool call. A
+  status another writer owns (model, seed, user) is never overwritten.
 - Completion check: the first time in a task that a model response would end the
   turn without tool calls while captured requirements exist, one reminder lists
   them ("before you finish, check: …"); the loop lets the model continue once.
@@ -15,7 +18,6 @@ No model call happens here (invariant 6).
 
 from __future__ import annotations
 
-from clio_acp.memory.bank import normalize_content
 from clio_acp.memory.middleware.effects import Effect, InjectReminder
 from clio_acp.memory.reminders import completion_check_text, status_text
 from clio_acp.settings import MemorySettings
@@ -40,36 +42,51 @@ class RulesStatus:
     def _llm_tier_configured(self, settings: MemorySettings) -> bool:
         return bool(settings.target and self._client_factory)
 
-    def _status_content(self) -> str:
-        s = self._s
-        rules = s.rules
-        unresolved = [
+    def _unresolved_lines(self) -> list[str]:
+        return [
             f"`{r.command or r.call}` since step {r.first_step}: {r.digest}"
-            for r in rules.failures.values()
+            for r in self._s.rules.failures.values()
             if not r.resolved
         ]
-        return status_text(
-            rules.goal or first_line(s.current_task or ""),
-            rules.files_changed,
-            rules.last_command,
-            unresolved,
-            s.tool_step,
-        )
 
     def _refresh_status(self, settings: MemorySettings) -> None:
-        """§13.5: write the rules status (no LLM tier; never over another writer's)."""
+        """§13.5: write the rules status now (no LLM tier; never over another
+        writer's; not before the first tool step; not twice for one step)."""
+        s = self._s
         if not settings.rules_status or self._llm_tier_configured(settings):
             return
-        if self._s.tool_step == 0:
+        if s.tool_step == 0:
             return  # nothing done yet: no progress to record
         current = self.bank.status
         if current is not None and current.origin != "rules":
             return
-        content = normalize_content(self._status_content())
-        if current is not None and current.content == content:
+        rules = s.rules
+        if current is not None and rules.status_step == s.tool_step:
+            return  # already written at this step
+        goal = rules.goal or first_line(s.current_task or "")
+        content = status_text(
+            goal, rules.files_changed, rules.last_command, self._unresolved_lines(), s.tool_step
+        )
+        rules.status_step = s.tool_step
+        if current is not None and rules.status_source == content:
             return
         self.bank.update_status(content, origin="rules")
+        rules.status_source = content
         self._bank_dirty = True
+
+    def sync_status(self) -> None:
+        """Bring the rules status up to date now (§13.5): call before reading or
+        saving the bank (journal snapshot, operator view, progress notes). Does
+        nothing with an LLM tier, with ``rulesStatus`` off, or when the status is
+        another writer's. Never raises."""
+
+        def run() -> list[Effect]:
+            settings = self.settings()
+            if self._active(settings):
+                self._refresh_status(settings)
+            return []
+
+        self._guard("sync_status", run)
 
     def completion_check(
         self, turn_id: str | None = None, *, session_id: str | None = None

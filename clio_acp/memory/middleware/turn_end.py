@@ -90,7 +90,6 @@ class TurnBoundaries:
             return []
         if s.tool_step <= s.last_turn_end_step:
             return []  # §11.12: no-tool continuation
-        self._refresh_status(settings)  # §13.5
         match = self._unreported_repeated_failure(settings)
         s.last_turn_end_step = s.tool_step
         if match is None:

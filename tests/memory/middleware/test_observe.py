@@ -460,8 +460,7 @@ def test_activity_ring_keeps_the_newest_20_events_and_board_shows_them():
     assert len(sink.rows) == 25
     board = mw.board()
     assert len(board["activity"]) == 20
-    # The rules status was refreshed at this turn end: one bank write (§13.5).
-    assert board["activity"][0]["line"] == "turn_end silent no_repeated_failure 1w"
+    assert board["activity"][0]["line"] == "turn_end silent no_repeated_failure"
     assert board["tier"] == "rules" and board["stepInFlight"] is False
 
 

@@ -32,6 +32,8 @@ def test_status_carries_goal_files_last_command_failures_and_steps():
     run(mw, "sed -i 's/a/b/' src/dates.py", OK)
     run(mw, "python repro.py", FAIL)
     mw.turn_end("t1")
+    assert mw.bank.status is None  # written when read or saved, not per tool call
+    mw.sync_status()  # the session's journal snapshot does this at every turn end
     status = mw.bank.status
     assert status is not None and status.origin == "rules"
     assert status.content.startswith("Goal: Fix the ISO date parser. Files changed:")
@@ -39,10 +41,12 @@ def test_status_carries_goal_files_last_command_failures_and_steps():
     assert "Last command: `python repro.py` failed at step 2" in status.content
     assert "Unresolved failures: `python repro.py` since step 2" in status.content
     assert status.content.endswith("Tool steps so far: 2.")
-    # Refreshed at each turn end: the failure resolves.
+    # Brought up to date when read (sync_status, e.g. the journal snapshot at each
+    # turn end): the failure resolved.
     mw.turn_start("t2")
     run(mw, "python repro.py", OK)
     mw.turn_end("t2")
+    mw.sync_status()
     assert "Unresolved failures" not in mw.bank.status.content
     assert "`python repro.py` succeeded at step 3" in mw.bank.status.content
 
@@ -68,11 +72,13 @@ def test_no_rules_status_when_an_llm_tier_is_configured_or_switched_off():
     mw.turn_start("t1", TASK)
     run(mw, "python repro.py", FAIL)
     mw.turn_end("t1")
+    mw.sync_status()
     assert mw.bank.status is None
     off, _ = make(rules_status=False)
     off.turn_start("t1", TASK)
     run(off, "ls", OK)
     off.turn_end("t1")
+    off.sync_status()
     assert off.bank.status is None
 
 
@@ -82,6 +88,7 @@ def test_a_status_written_by_the_model_is_never_overwritten():
     mw.bank.update_status("model's own status", origin="model")
     run(mw, "ls", OK)
     mw.turn_end("t1")
+    mw.sync_status()
     assert mw.bank.status.content == "model's own status"
 
 
