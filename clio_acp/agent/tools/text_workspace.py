@@ -133,35 +133,23 @@ class _Args(BaseModel):
 
 
 class WorkspaceWriteArgs(_Args):
-    key: str = Field(description=f"Name of the value (1-{KEY_MAX_CHARS} characters).")
-    value: str = Field(description=f"The text to keep (at most {VALUE_MAX_CHARS} characters).")
+    key: str
+    value: str
 
 
 class WorkspaceReadArgs(_Args):
-    key: str = Field(description="Name of the value.")
-    offset: int = Field(default=0, ge=0, description="First character to return (0-based).")
-    max_chars: int = Field(
-        default=READ_MAX_CHARS,
-        ge=1,
-        le=READ_MAX_CHARS,
-        description=f"Characters to return (at most {READ_MAX_CHARS}).",
-    )
+    key: str
+    offset: int = Field(default=0, ge=0)
+    max_chars: int = Field(default=READ_MAX_CHARS, ge=1, le=READ_MAX_CHARS)
 
 
 class WorkspaceListArgs(_Args):
-    cursor: str | None = Field(
-        default=None, description="The cursor a previous workspace_list returned."
-    )
-    max_entries: int = Field(
-        default=LIST_MAX_ENTRIES,
-        ge=1,
-        le=LIST_MAX_ENTRIES,
-        description=f"Keys per page (at most {LIST_MAX_ENTRIES}).",
-    )
+    cursor: str | None = None
+    max_entries: int = Field(default=LIST_MAX_ENTRIES, ge=1, le=LIST_MAX_ENTRIES)
 
 
 class WorkspaceDeleteArgs(_Args):
-    key: str = Field(description="Name of the value to delete.")
+    key: str
 
 
 # --------------------------------------------------------------------------- tools
@@ -229,17 +217,18 @@ async def _delete(args: WorkspaceDeleteArgs, ctx: ToolContext) -> ToolResult:
     return ok_result(f"Deleted {key!r} ({removed} chars).")
 
 
+# The descriptions are sent with every request: every word costs context on a small
+# window, so they state the limits and errors and nothing else.
 _LIMITS = (
-    f"Values are plain text kept per session across compaction, load and resume; keys "
-    f"1-{KEY_MAX_CHARS} chars; values up to {VALUE_MAX_CHARS} chars; at most "
-    f"{SESSION_MAX_ENTRIES} keys; secrets are redacted when stored."
+    f"Keys 1-{KEY_MAX_CHARS} chars, values at most {VALUE_MAX_CHARS} chars, at most "
+    f"{SESSION_MAX_ENTRIES} keys; secrets are redacted."
 )
 
 WORKSPACE_TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "workspace_write",
-        "Keep a named text value (notes, plans, findings) for later in this session; "
-        "a write replaces the value under that key. " + _LIMITS,
+        "Keep a named text value (plan, notes, findings) for this session; it survives "
+        "compaction and resume. Writing a key replaces its value. " + _LIMITS,
         WorkspaceWriteArgs,
         "other",
         "read",
@@ -247,8 +236,8 @@ WORKSPACE_TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "workspace_read",
-        f"Read a value kept with workspace_write: at most {READ_MAX_CHARS} chars from "
-        "offset (0-based); an unknown key or an offset past the end is an error.",
+        f"Read a workspace_write value: at most {READ_MAX_CHARS} chars from offset. An "
+        "unknown key or an offset past the end is an error.",
         WorkspaceReadArgs,
         "read",
         "read",
@@ -257,8 +246,8 @@ WORKSPACE_TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "workspace_list",
-        f"List the keys kept with workspace_write (key order, at most {LIST_MAX_ENTRIES} "
-        "per page); pass the returned cursor for the next page.",
+        f"List workspace_write keys, at most {LIST_MAX_ENTRIES} per page; pass the "
+        "returned cursor for the next.",
         WorkspaceListArgs,
         "read",
         "read",
@@ -267,7 +256,7 @@ WORKSPACE_TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "workspace_delete",
-        "Delete a value kept with workspace_write; an unknown key is an error.",
+        "Delete a workspace_write value; an unknown key is an error.",
         WorkspaceDeleteArgs,
         "other",
         "read",
