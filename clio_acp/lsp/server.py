@@ -582,7 +582,7 @@ async def memory_propose_event(ls: ClioLanguageServer, *args: Any) -> Any:
             content=parsed.content,
         )
     )
-    await ls.face.refresh_proposals()
+    await ls.face.proposals.refresh()
     return result
 
 

@@ -25,7 +25,6 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
 
 from tests.conftest import subprocess_env
-from tests.support.waiting import wait_until as support_wait_until
 
 CLIENTS = ["visual-studio-code", "neovim"]
 """Capability sets every end-to-end suite runs against (pytest-lsp ``clients/``)."""
@@ -129,9 +128,28 @@ async def client(lsp: LanguageClient, client_name: str, workspace: Path) -> Lang
     return lsp
 
 
-async def wait_until(predicate: Callable[[], Any], limit_s: float = 20.0) -> Any:
-    """Poll ``predicate`` on the event loop until it is truthy (bounded)."""
-    return await support_wait_until(predicate, timeout_s=limit_s, interval_s=0.02)
+SESSION_UPDATE = "clio/sessionUpdate"
+DIAGNOSTICS = "textDocument/publishDiagnostics"
+PROGRESS = "$/progress"
+SHOW_MESSAGE = "window/showMessage"
+
+
+async def wait_for(
+    client: LanguageClient, method: str, predicate: Callable[[], Any], limit_s: float = 20.0
+) -> Any:
+    """Wait until ``predicate()`` (over what the client recorded) is truthy, re-checking
+    it on each ``method`` notification (pytest-lsp ``wait_for_notification``); returns
+    its value. ``AssertionError`` after ``limit_s`` seconds without it."""
+
+    async def watch() -> Any:
+        while not (value := predicate()):
+            await client.wait_for_notification(method)
+        return value
+
+    try:
+        return await asyncio.wait_for(watch(), limit_s)
+    except TimeoutError:
+        raise AssertionError(f"no {method} made the condition true in {limit_s} s") from None
 
 
 async def exit_code(client: LanguageClient, limit_s: float = 20.0) -> int:

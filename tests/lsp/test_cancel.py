@@ -16,8 +16,17 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from clio_acp.lsp.protocol import pid_alive
-from tests.lsp.conftest import execute, initialize_params, plain, updates_of, wait_until
+from tests.lsp.conftest import (
+    PROGRESS,
+    SESSION_UPDATE,
+    execute,
+    initialize_params,
+    plain,
+    updates_of,
+    wait_for,
+)
 from tests.support.model_server import Reply, ToolCall
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.asyncio
 
@@ -41,7 +50,7 @@ def _prompt_request(client: LanguageClient, text: str, msg_id: int):
 
 
 async def _streaming(client: LanguageClient) -> None:
-    await wait_until(lambda: updates_of(client, "message_chunk"))
+    await wait_for(client, SESSION_UPDATE, lambda: updates_of(client, "message_chunk"))
 
 
 async def test_cancel_request_stops_the_running_turn_not_just_the_reply(
@@ -79,7 +88,7 @@ async def test_work_done_progress_cancel_stops_the_turn(client: LanguageClient, 
     model_server.push(SLOW_STREAM)
     pending = _prompt_request(client, "write a lot", msg_id=4301)
     await _streaming(client)
-    token = await wait_until(lambda: next(iter(client.progress_reports), None))
+    token = await wait_for(client, PROGRESS, lambda: next(iter(client.progress_reports), None))
     client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
     result = plain(await asyncio.wait_for(pending, 15))
     assert result["stopReason"] == "cancelled"
@@ -160,5 +169,5 @@ async def test_cancel_reaches_a_turn_blocked_in_a_long_command(
     lsp.cancel_request(types.CancelParams(id=4601))
     with pytest.raises(JsonRpcException):
         await asyncio.wait_for(pending, 15)
-    await wait_until(lambda: not pid_alive(pid), limit_s=10)
+    await wait_until(lambda: not pid_alive(pid), timeout_s=10)
     assert not (workspace / "done.txt").exists()

@@ -19,7 +19,7 @@ from clio_acp.memory.records import MemoryRecord
 from clio_acp.memory.store import MemoryStore
 from clio_acp.paths import resolve_paths
 from clio_acp.timestamps import format_timestamp
-from tests.lsp.conftest import initialize_params, raw_request, wait_until
+from tests.lsp.conftest import DIAGNOSTICS, initialize_params, raw_request, wait_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -60,11 +60,13 @@ def _doc_uri(workspace: Path) -> str:
 
 async def _proposal_diagnostics(client: LanguageClient, workspace: Path, count: int):
     uri = _doc_uri(workspace)
-    return await wait_until(
+    return await wait_for(
+        client,
+        DIAGNOSTICS,
         lambda: (
             len([d for d in client.diagnostics.get(uri, []) if d.code == "proposal"]) == count
             and [d for d in client.diagnostics[uri] if d.code == "proposal"]
-        )
+        ),
     )
 
 

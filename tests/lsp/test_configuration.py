@@ -10,7 +10,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 
-from tests.lsp.conftest import initialize_params, wait_until
+from tests.lsp.conftest import SHOW_MESSAGE, initialize_params, wait_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -30,7 +30,7 @@ async def test_invalid_initialization_options_show_a_message_and_use_the_default
 ):
     options = {"progress": "very much", "bogus": 1}
     await lsp.initialize_session(initialize_params(client_name, workspace, options=options))
-    await wait_until(lambda: lsp.messages)
+    await wait_for(lsp, SHOW_MESSAGE, lambda: lsp.messages)
     message = lsp.messages[0]
     assert message.type == types.MessageType.Warning
     assert "progress" in message.message and "bogus" in message.message
@@ -66,7 +66,7 @@ async def test_did_change_configuration_applies_new_values_and_reports_bad_ones(
     client.workspace_did_change_configuration(
         types.DidChangeConfigurationParams(settings={"clio": {"diagnostics": {"severity": "loud"}}})
     )
-    await wait_until(lambda: client.messages)
+    await wait_for(client, SHOW_MESSAGE, lambda: client.messages)
     assert "diagnostics.severity" in client.messages[-1].message
     assert "previous settings" in client.messages[-1].message
     # The previous (valid) values stay: still no document.

@@ -15,8 +15,9 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import execute, initialize_params, wait_until
+from tests.lsp.conftest import DIAGNOSTICS, execute, initialize_params, wait_for
 from tests.support.model_server import Reply, ToolCall
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.asyncio
 
@@ -54,7 +55,7 @@ def _memory(client: LanguageClient, uri: str) -> list[types.Diagnostic]:
 async def _reminders(client, workspace) -> tuple[types.Diagnostic, types.Diagnostic]:
     named = (workspace / "missing.py").as_uri()
     doc = (workspace / ".clio-coder" / "memory.md").as_uri()
-    await wait_until(lambda: _memory(client, named) and _memory(client, doc))
+    await wait_for(client, DIAGNOSTICS, lambda: _memory(client, named) and _memory(client, doc))
     return _memory(client, named)[0], _memory(client, doc)[0]
 
 
@@ -144,5 +145,5 @@ async def test_every_session_change_clears_memory_diagnostics(
         # Everything was published before the shutdown answer.
         assert _memory(lsp, named) == [] and _memory(lsp, doc) == []
         return
-    await wait_until(lambda: _memory(lsp, named) == [] and _memory(lsp, doc) == [])
+    await wait_for(lsp, DIAGNOSTICS, lambda: _memory(lsp, named) == [] and _memory(lsp, doc) == [])
     assert named in lsp.diagnostics  # an empty publish, not silence

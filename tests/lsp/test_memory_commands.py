@@ -13,7 +13,7 @@ from pytest_lsp import LanguageClient
 
 from clio_acp.memory.store import MemoryStore
 from clio_acp.paths import resolve_paths
-from tests.lsp.conftest import execute, initialize_params, wait_until
+from tests.lsp.conftest import DIAGNOSTICS, execute, initialize_params, wait_for
 from tests.support.model_server import Reply, ToolCall
 
 pytestmark = pytest.mark.asyncio
@@ -73,12 +73,14 @@ async def test_promote_makes_a_pending_proposal_with_quick_fixes(
     record = MemoryStore(resolve_paths().records_file).get(promoted["recordId"])
     assert record.status == "proposed" and "missing.py" in record.lesson
     doc_uri = (workspace / ".clio-coder" / "memory.md").as_uri()
-    diagnostics = await wait_until(
+    diagnostics = await wait_for(
+        lsp,
+        DIAGNOSTICS,
         lambda: [
             d
             for d in lsp.diagnostics.get(doc_uri, [])
             if isinstance(d.data, dict) and d.data.get("proposalId") == promoted["recordId"]
-        ]
+        ],
     )
     assert diagnostics[0].source == "clio-memory"
 

@@ -13,7 +13,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import execute, updates_of, wait_until
+from tests.lsp.conftest import PROGRESS, SESSION_UPDATE, execute, updates_of, wait_for
 from tests.support.model_server import Reply, ToolCall, usage
 
 pytestmark = pytest.mark.asyncio
@@ -35,19 +35,21 @@ async def test_prompt_streams_session_updates_and_returns_the_stop_reason(
     chunks = updates_of(client, "message_chunk")
     assert "".join(c["text"] for c in chunks) == "Hello there"
     assert all(c["sessionId"] == session_id and "messageId" in c for c in chunks)
-    ended = await wait_until(lambda: updates_of(client, "turn_ended"))
+    ended = await wait_for(client, SESSION_UPDATE, lambda: updates_of(client, "turn_ended"))
     assert ended[-1] == {"type": "turn_ended", "sessionId": session_id, "stopReason": "end_turn"}
 
 
 async def test_prompt_reports_progress_from_begin_to_end(client: LanguageClient, model_server):
     model_server.push(Reply(reasoning=["thinking about it"], text=["Done."]))
     await execute(client, "clio.prompt", "go")
-    reports = await wait_until(
+    reports = await wait_for(
+        client,
+        PROGRESS,
         lambda: [
             r
             for r in client.progress_reports.values()
             if r and isinstance(r[-1], types.WorkDoneProgressEnd)
-        ]
+        ],
     )
     begin, *middle, end = reports[0]
     assert isinstance(begin, types.WorkDoneProgressBegin)
@@ -108,7 +110,7 @@ async def test_a_second_prompt_while_a_turn_runs_is_refused_clearly(
 ):
     model_server.push(Reply(text=["word "] * 400, chunk_delay=0.05))
     first = asyncio.ensure_future(execute(client, "clio.prompt", "long one"))
-    await wait_until(lambda: updates_of(client, "message_chunk"))
+    await wait_for(client, SESSION_UPDATE, lambda: updates_of(client, "message_chunk"))
     with pytest.raises(JsonRpcException) as caught:
         await execute(client, "clio.prompt", "impatient")
     assert caught.value.code == types.LSPErrorCodes.RequestFailed.value

@@ -13,8 +13,9 @@ from pytest_lsp import LanguageClient
 
 from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.handoff import write_handoff_artifact
-from tests.lsp.conftest import execute, wait_until
+from tests.lsp.conftest import SHOW_MESSAGE, execute, wait_for
 from tests.support.model_server import Reply
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.asyncio
 
@@ -67,7 +68,7 @@ async def test_seed_answer_fills_the_bank_from_the_handoff(client: LanguageClien
     await wait_until(lambda: asked)
     assert [a.title for a in asked[0].actions] == ["Seed", "Dismiss"]
     assert "handoff-" in asked[0].message and "2 memory entries" in asked[0].message
-    await wait_until(lambda: any("seed" in m.message for m in client.messages))
+    await wait_for(client, SHOW_MESSAGE, lambda: any("seed" in m.message for m in client.messages))
     shown = await execute(client, "clio.memory.show")
     assert _bank_size(shown) == 2
     doc = (workspace / ".clio-coder" / "memory.md").read_text(encoding="utf-8")

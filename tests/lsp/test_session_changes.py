@@ -15,7 +15,14 @@ from pytest_lsp import LanguageClient
 
 from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.handoff import write_handoff_artifact
-from tests.lsp.conftest import execute, initialize_params, plain, updates_of, wait_until
+from tests.lsp.conftest import (
+    SESSION_UPDATE,
+    execute,
+    initialize_params,
+    plain,
+    updates_of,
+    wait_for,
+)
 from tests.support.model_server import Reply
 
 pytestmark = pytest.mark.asyncio
@@ -107,13 +114,13 @@ async def test_session_changed_with_a_new_editor_id_ends_the_binding(
 
 
 async def _after_notification(client: LanguageClient, done) -> dict:
-    """Notifications have no reply: show the board until ``done(board)`` holds."""
-
-    async def shown_when_done():
+    """Notifications have no reply: ask for the board until ``done(board)`` holds. Each
+    answer is a round trip through the server (no fixed sleep); bounded."""
+    for _ in range(500):
         shown = await execute(client, "clio.memory.show")
-        return shown if done(shown) else None
-
-    return await wait_until(shown_when_done, limit_s=5)
+        if done(shown):
+            return shown
+    raise AssertionError("the notification had no effect")
 
 
 async def test_removing_the_session_folder_ends_the_binding(
@@ -156,7 +163,7 @@ async def test_a_session_change_cancels_the_running_turn(client: LanguageClient,
             types.ExecuteCommandParams(command="clio.prompt", arguments=["long"]),
         )
     )
-    await wait_until(lambda: updates_of(client, "message_chunk"))
+    await wait_for(client, SESSION_UPDATE, lambda: updates_of(client, "message_chunk"))
     created = await execute(client, "clio.session.new")
     result = plain(await asyncio.wait_for(pending, 15))
     assert result["stopReason"] == "cancelled"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from tests.lsp.conftest import initialize_params, start_server, stop_server, wait_until
+from tests.lsp.conftest import SHOW_MESSAGE, initialize_params, start_server, stop_server, wait_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -23,7 +23,7 @@ async def test_a_broken_settings_file_is_shown_as_an_error_message(
     client = await start_server(workspace)
     try:
         await client.initialize_session(initialize_params(client_name, workspace))
-        await wait_until(lambda: client.messages)
+        await wait_for(client, SHOW_MESSAGE, lambda: client.messages)
         (message,) = [m for m in client.messages if "settings not applied" in m.message]
         assert message.type == types.MessageType.Error
         assert "targte" in message.message and "previous good settings" in message.message

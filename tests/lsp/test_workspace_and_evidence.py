@@ -14,7 +14,7 @@ from pytest_lsp import LanguageClient
 from clio_acp.memory.store import MemoryStore
 from clio_acp.paths import resolve_paths
 from clio_acp.session.journal import Journal
-from tests.lsp.conftest import execute, initialize_params, wait_until
+from tests.lsp.conftest import DIAGNOSTICS, execute, initialize_params, wait_for
 from tests.support.model_server import Reply, ToolCall
 
 pytestmark = pytest.mark.asyncio
@@ -84,12 +84,14 @@ async def test_propose_event_makes_an_unapproved_record_with_an_event_reference(
     record = store.get(result["recordId"])
     assert record.status == "proposed" and record.evidence_refs == [f"event:{sid}:{failed.seq}"]
     doc_uri = (workspace / ".clio-coder" / "memory.md").as_uri()
-    await wait_until(
+    await wait_for(
+        lsp,
+        DIAGNOSTICS,
         lambda: [
             d
             for d in lsp.diagnostics.get(doc_uri, [])
             if isinstance(d.data, dict) and d.data.get("proposalId") == result["recordId"]
-        ]
+        ],
     )
     with pytest.raises(JsonRpcException, match="has no event 999"):
         await execute(lsp, "clio.memory.proposeEvent", {"event": "999"})

@@ -1,5 +1,5 @@
 """``clio-acp acp`` driven by the official TypeScript SDK (``@agentclientprotocol/sdk``
-from npm, installed by ``.ci/run`` into ``tests/acp_face/ts/node_modules``) through
+from npm, installed by ``.ci/run`` into ``tests/acp/ts/node_modules``) through
 initialize, new, prompt with streaming, permission, cancel, close, load with replay,
 list and resume (issue 7 item 8)."""
 
@@ -27,8 +27,7 @@ def _require_ts_sdk() -> str:
     node = shutil.which("node")
     if node is None or not SDK_DIR.is_dir():
         message = (
-            "TypeScript ACP SDK not installed: run `npm ci --prefix tests/acp_face/ts` "
-            "(.ci/run does)"
+            "TypeScript ACP SDK not installed: run `npm ci --prefix tests/acp/ts` (.ci/run does)"
         )
         if os.environ.get("CLIO_REQUIRE_TS_SDK") or os.environ.get("CI"):
             pytest.fail(message)

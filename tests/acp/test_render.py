@@ -3,7 +3,7 @@ JSON blobs and no Python reprs, whatever shape a board value has."""
 
 from __future__ import annotations
 
-from clio_acp.acp.render import render_board, render_usage
+from clio_acp.acp.render import render_board, render_seed, render_usage
 
 
 def test_the_board_renders_nested_values_as_words():
@@ -33,3 +33,13 @@ def test_the_board_renders_nested_values_as_words():
 def test_usage_without_a_spend_line_lists_words():
     text = render_usage({"session": {}, "memory": ["odd", None], "spendLine": None})
     assert "- memory spend: odd, -" in text and "[" not in text
+
+
+def test_seed_message_names_rejected_entries() -> None:
+    text = render_seed(
+        {"status": "seeded", "seeded": 2, "skipped": 0, "source": "handoff-1.md",
+         "rejected": ["knowledge[1]: content is 1300 characters (limit 1200)"]}
+    )  # fmt: skip
+    assert text.startswith("Seeded 2 entries from handoff-1.md.\n")
+    assert "Left out (invalid): knowledge[1]: content is 1300 characters" in text
+    assert "Left out" not in render_seed({"status": "seeded", "seeded": 1, "skipped": 0})

@@ -1,7 +1,7 @@
 // Drives `clio-acp acp` with the official TypeScript ACP SDK (@agentclientprotocol/sdk)
 // through the full flow: initialize, new, prompt with streaming, permission, cancel,
 // close, load with replay, list, resume. The Python test
-// (tests/acp_face/test_acp_ts_interop.py) scripts the model server, starts this
+// (tests/acp/test_ts_interop.py) scripts the model server, starts this
 // script, and asserts on the JSON summary it prints on stdout.
 //
 // Environment: AGENT_CMD (JSON argv of the agent), WORKSPACE (absolute folder).

@@ -1,0 +1,48 @@
+"""The client's ``fs/*`` and ``terminal/*`` methods as the tool host: reads see
+unsaved buffers, commands run in client terminals that are always released."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from acp import text_block
+
+from tests.acp.conftest import ALL_TOOLS, start_session
+from tests.support.acp_client import RecordingClient, acp_agent
+from tests.support.model_server import Reply, ToolCall
+
+pytestmark = pytest.mark.slow
+
+
+async def test_commands_run_in_a_client_terminal_that_is_always_released(model_server, workspace):
+    model_server.install_settings(memory=False)
+    args = json.dumps({"command": "echo from-terminal"})
+    model_server.push(Reply(tool_calls=[ToolCall("run_command", args)]), Reply(text="ran"))
+    async with acp_agent(RecordingClient(permission="allow_once")) as (conn, client, _proc):
+        new = await start_session(conn, workspace, ALL_TOOLS)
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("run it")])
+    assert client.terminal_log[0].startswith("create term-1 sh -c echo from-terminal")
+    assert client.terminal_log[-1] == "release term-1"
+    finished = [u for u in client.updates("tool_call_update") if u.get("status") == "completed"]
+    assert "from-terminal" in json.dumps(finished[-1])
+    tool_msg = [m for m in model_server.bodies[-1]["messages"] if m.get("role") == "tool"]
+    assert "from-terminal" in json.dumps(tool_msg)
+
+
+async def test_reads_go_through_the_client_and_see_unsaved_buffers(model_server, workspace):
+    model_server.install_settings(memory=False)
+    (workspace / "main.py").write_text("print('on disk')\n")
+    args = json.dumps({"path": "main.py"})
+    model_server.push(Reply(tool_calls=[ToolCall("read_file", args)]), Reply(text="read it"))
+    client = RecordingClient()
+    client.files[str(workspace / "main.py")] = "print('unsaved edit')\n"
+    async with acp_agent(client) as (conn, _client, _proc):
+        new = await start_session(conn, workspace, ALL_TOOLS)
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("read main.py")])
+    tool_results = json.dumps(
+        [m for m in model_server.bodies[-1]["messages"] if m.get("role") == "tool"]
+    )
+    assert "unsaved edit" in tool_results
+    assert "on disk" not in tool_results
+    assert client.permission_requests == []  # reads never ask

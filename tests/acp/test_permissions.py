@@ -1,0 +1,109 @@
+"""ACP ``session/request_permission``: asked before an edit, a rejection leaves the
+file alone, a cancel while the question is open ends the turn ``cancelled``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from acp import text_block
+
+from tests.acp.conftest import ALL_TOOLS, init_new, req, start_session
+from tests.support.acp_client import RawPeer, RecordingClient, acp_agent
+from tests.support.model_server import Reply, ToolCall
+
+pytestmark = pytest.mark.slow
+
+
+async def test_edit_asks_permission_then_writes_through_the_client_and_shows_a_diff(
+    model_server, workspace
+):
+    model_server.install_settings(memory=False)
+    args = json.dumps({"path": "notes.txt", "content": "first line\n"})
+    model_server.push(Reply(tool_calls=[ToolCall("write_file", args)]), Reply(text="written"))
+    async with acp_agent(RecordingClient(permission="allow_once")) as (conn, client, _proc):
+        new = await start_session(conn, workspace, ALL_TOOLS)
+        sid = new.session_id
+        result = await conn.prompt(session_id=sid, prompt=[text_block("write notes")])
+    assert result.stop_reason == "end_turn"
+    [asked] = client.permission_requests
+    assert asked["toolCall"]["kind"] == "edit"
+    assert asked["toolCall"]["locations"] == [{"path": str(workspace / "notes.txt")}]
+    assert client.writes == [(str(workspace / "notes.txt"), "first line\n")]
+    started = client.updates("tool_call", sid)
+    assert started[0]["kind"] == "edit" and started[0]["status"] == "pending"
+    finished = [
+        u for u in client.updates("tool_call_update", sid) if u.get("status") == "completed"
+    ]
+    diffs = [c for c in finished[-1]["content"] if c["type"] == "diff"]
+    assert diffs == [
+        {"type": "diff", "path": str(workspace / "notes.txt"), "newText": "first line\n"}
+    ]
+
+
+async def test_rejected_permission_leaves_the_file_alone(model_server, workspace):
+    model_server.install_settings(memory=False)
+    args = json.dumps({"path": "nope.txt", "content": "x"})
+    model_server.push(Reply(tool_calls=[ToolCall("write_file", args)]), Reply(text="understood"))
+    async with acp_agent(RecordingClient(permission="reject_once")) as (conn, client, _proc):
+        new = await start_session(conn, workspace)
+        result = await conn.prompt(session_id=new.session_id, prompt=[text_block("write")])
+    assert result.stop_reason == "end_turn"
+    assert not (workspace / "nope.txt").exists()
+    failed = [u for u in client.updates("tool_call_update") if u.get("status") == "failed"]
+    assert failed
+
+
+async def test_cancel_while_a_permission_request_is_open_ends_the_turn_cancelled(
+    model_server, tmp_path
+):
+    model_server.install_settings(memory=False)
+    args = json.dumps({"command": "touch should-not-exist"})
+    model_server.push(Reply(tool_calls=[ToolCall("run_command", args)]), Reply(text="late"))
+    peer = await RawPeer.start()
+    try:
+        sid, _ = await init_new(peer, tmp_path)
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "touch it"}]}
+        await peer.send(req(3, "session/prompt", prompt))
+        ask, _ = await peer.recv_until(lambda m: m.get("method") == "session/request_permission")
+        assert ask["params"]["toolCall"]["kind"] == "execute"
+        await peer.send(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        )
+        # ACP: the client answers its open permission request with "cancelled"
+        await peer.send(
+            {"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "cancelled"}}}
+        )
+        answer, during = await peer.recv_until(lambda m: m.get("id") == 3)
+        # the agent still serves afterwards
+        await peer.send(req(4, "session/list", {}))
+        listed, _ = await peer.recv_until(lambda m: m.get("id") == 4)
+    finally:
+        await peer.close()
+    assert answer["result"] == {"stopReason": "cancelled"}
+    assert not (tmp_path / "should-not-exist").exists()
+    assert len(model_server.bodies) == 1  # no model call after the cancel
+    assert all(m.get("method") == "session/update" for m in during)
+    assert [s["sessionId"] for s in listed["result"]["sessions"]] == [sid]
+
+
+async def test_cancel_without_the_client_answering_the_permission_still_ends_the_turn(
+    model_server, tmp_path
+):
+    model_server.install_settings(memory=False)
+    args = json.dumps({"path": "x.txt", "content": "x"})
+    model_server.push(Reply(tool_calls=[ToolCall("write_file", args)]), Reply(text="late"))
+    peer = await RawPeer.start()
+    try:
+        sid, _ = await init_new(peer, tmp_path)
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "write"}]}
+        await peer.send(req(3, "session/prompt", prompt))
+        await peer.recv_until(lambda m: m.get("method") == "session/request_permission")
+        await peer.send(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        )
+        answer, _ = await peer.recv_until(lambda m: m.get("id") == 3)
+    finally:
+        await peer.close()
+    assert answer["result"] == {"stopReason": "cancelled"}
+    assert not (tmp_path / "x.txt").exists()

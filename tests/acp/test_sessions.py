@@ -1,0 +1,115 @@
+"""ACP session lifecycle: ``session/load`` (replay), ``session/resume`` (no replay),
+``session/list``, ``session/close``, ``session/delete``, ``session/fork``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from acp import text_block
+from acp.exceptions import RequestError
+
+from tests.acp.conftest import start_session, texts_of
+from tests.support.acp_client import acp_agent, raw_request
+from tests.support.model_server import Reply, ToolCall
+
+pytestmark = pytest.mark.slow
+
+
+async def test_load_replays_the_whole_history_before_answering(model_server, workspace):
+    model_server.install_settings(memory=False)
+    model_server.push(
+        Reply(reasoning="plan", tool_calls=[ToolCall("list_dir", json.dumps({"path": "."}))]),
+        Reply(text="The folder is empty."),
+    )
+    async with acp_agent() as (conn, _client, _proc):
+        new = await start_session(conn, workspace)
+        sid = new.session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("what is here?")])
+    async with acp_agent() as (conn, client, _proc):
+        await conn.initialize(protocol_version=1)
+        loaded = await conn.load_session(session_id=sid, cwd=str(workspace), mcp_servers=[])
+        replayed = [p["update"]["sessionUpdate"] for p in client.raw_updates]
+    assert loaded.modes.current_mode_id == "ask"
+    assert texts_of(client, "user_message_chunk", sid) == "what is here?"
+    assert texts_of(client, "agent_message_chunk", sid) == "The folder is empty."
+    assert "agent_thought_chunk" in replayed
+    assert "tool_call" in replayed and "tool_call_update" in replayed
+    assert replayed.index("user_message_chunk") < replayed.index("tool_call")
+
+
+async def test_resume_never_replays_and_the_session_continues(model_server, workspace):
+    model_server.install_settings(memory=False)
+    model_server.push(Reply(text="first answer"))
+    async with acp_agent() as (conn, _client, _proc):
+        new = await start_session(conn, workspace)
+        sid = new.session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("first")])
+    model_server.push(Reply(text="second answer"))
+    async with acp_agent() as (conn, client, _proc):
+        await conn.initialize(protocol_version=1)
+        await conn.resume_session(session_id=sid, cwd=str(workspace), mcp_servers=[])
+        await asyncio.sleep(0.2)
+        before = [p["update"]["sessionUpdate"] for p in client.raw_updates]
+        result = await conn.prompt(session_id=sid, prompt=[text_block("second")])
+    assert "user_message_chunk" not in before and "agent_message_chunk" not in before
+    assert result.stop_reason == "end_turn"
+    sent = json.dumps(model_server.bodies[-1]["messages"])
+    assert "first answer" in sent  # the conversation went on where it was
+
+
+async def test_list_close_delete_and_unknown_sessions(model_server, workspace, tmp_path):
+    model_server.install_settings(memory=False)
+    other = tmp_path / "other"
+    other.mkdir()
+    async with acp_agent() as (conn, _client, _proc):
+        a = await start_session(conn, workspace)
+        b = await conn.new_session(cwd=str(other), mcp_servers=[])
+        listed = await conn.list_sessions()
+        only_ws = await conn.list_sessions(cwd=str(workspace))
+        await conn.close_session(session_id=a.session_id)
+        with pytest.raises(RequestError) as after_close:
+            await conn.prompt(session_id=a.session_id, prompt=[text_block("x")])
+        assert await raw_request(conn, "session/delete", {"sessionId": b.session_id}) == {}
+        assert await raw_request(conn, "session/delete", {"sessionId": b.session_id}) == {}
+        assert await raw_request(conn, "session/delete", {"sessionId": "sess_never"}) == {}
+        remaining = await conn.list_sessions()
+        errors = {}
+        for name, call in {
+            "prompt": conn.prompt(session_id="sess_nope", prompt=[text_block("x")]),
+            "load": conn.load_session(session_id="sess_nope", cwd=str(workspace), mcp_servers=[]),
+            "resume": conn.resume_session(
+                session_id="sess_nope", cwd=str(workspace), mcp_servers=[]
+            ),
+            "close": conn.close_session(session_id="sess_nope"),
+            "mode": conn.set_session_mode(session_id="sess_nope", mode_id="plan"),
+        }.items():
+            with pytest.raises(RequestError) as err:
+                await call
+            errors[name] = err.value.code
+        assert await raw_request(conn, "logout", {}) == {}
+    assert {s.session_id for s in listed.sessions} == {a.session_id, b.session_id}
+    assert [s.session_id for s in only_ws.sessions] == [a.session_id]
+    assert after_close.value.code == -32002
+    assert b.session_id not in {s.session_id for s in remaining.sessions}
+    assert set(errors.values()) == {-32002}, errors
+
+
+async def test_fork_gives_a_new_session_that_carries_the_conversation(model_server, workspace):
+    model_server.install_settings(memory=False)
+    model_server.push(Reply(text="original answer"), Reply(text="forked answer"))
+    async with acp_agent() as (conn, client, _proc):
+        new = await start_session(conn, workspace)
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("first")])
+        forked = await conn.fork_session(
+            session_id=new.session_id, cwd=str(workspace), mcp_servers=[]
+        )
+        result = await conn.prompt(session_id=forked.session_id, prompt=[text_block("more")])
+        with pytest.raises(RequestError) as unknown:
+            await conn.fork_session(session_id="sess_nope", cwd=str(workspace), mcp_servers=[])
+    assert forked.session_id != new.session_id
+    assert result.stop_reason == "end_turn"
+    assert "original answer" in json.dumps(model_server.bodies[-1]["messages"])
+    assert texts_of(client, "agent_message_chunk", forked.session_id) == "forked answer"
+    assert unknown.value.code == -32002
