@@ -205,13 +205,18 @@ class SettingsTarget:
             )
         self.base = settings
         self.target = check_target({"id": target_id, "model": model or ""})
+        self.seed: int | None = None
 
     def settings_for(self, variant: str, task: EvalTask) -> Settings:
+        """The variant's settings; the trial's seed goes to ``chat.seed`` when the
+        user's settings set none (each seed samples anew, reproducibly)."""
         overlay = _variant_overlay(variant, self.target["id"], self.target["model"], task)
+        if self.seed is not None and self.base.chat.seed is None:
+            overlay["chat"]["seed"] = self.seed
         return apply_overrides(self.base, overlay, source="eval")
 
     async def prepare(self, task: EvalTask, seed: int = 0) -> None:
-        return None
+        self.seed = seed
 
     def prepare_paths(self, paths: Paths) -> None:
         """Let a trial's private data root see the installed embedded model (read
@@ -379,10 +384,10 @@ class SessionRunner:
         paths = Paths(
             data=root / "data", state=root / "state", config=root / "config", cache=root / "cache"
         )
+        await self.target.prepare(task, seed)
         settings = self.target.settings_for(variant, task)
         if hasattr(self.target, "prepare_paths"):
             await asyncio.to_thread(self.target.prepare_paths, paths)
-        await self.target.prepare(task, seed)
         manager = SessionManager(paths=paths, settings=lambda: settings)
         usage = _Usage()
         try:

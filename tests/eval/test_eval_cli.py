@@ -110,3 +110,38 @@ def test_eval_ab_refuses_too_few_tasks_and_unknown_targets(run_cli, tmp_path):
     assert proc.returncode == 1 and "at least 3 tasks" in proc.stderr
     proc = run_cli("eval", "ab", "--target", "nowhere")
     assert proc.returncode == 1 and "unknown target 'nowhere'" in proc.stderr
+
+
+def test_eval_ab_target_runs_the_same_tasks_on_a_configured_model(model_server, run_cli):
+    # --target: the tasks run against a model from settings (here a loopback server
+    # that answers every request with a short final answer); key facts are judged
+    # from the memory text the session delivered, and each seed goes to chat.seed.
+    from tests.support.model_server import Reply
+
+    model_server.install_settings()
+    model_server.default = Reply(text="Done.")
+    proc = run_cli(
+        "eval",
+        "ab",
+        "--target",
+        "scripted",
+        "--json",
+        "--seeds",
+        "2",
+        "--variants",
+        "baseline,rules",
+        *[f"--task={t}" for t in DEFAULT_TASK_IDS],
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["target"] == {"id": "scripted", "model": "scripted-model"}
+    assert len(report["trials"]) == 2 * len(DEFAULT_TASK_IDS) * 2 * 2
+    seen = {
+        (t["variant"], t["taskId"], t["distractor"]) for t in report["trials"] if t["keyFactSeen"]
+    }
+    # the rules tier restored "Never modify test_greet.py" after the compaction (the
+    # model did not use it: it only ever says "Done.")
+    assert seen == {("rules", "post-compaction-constraint", False)}
+    seeds = {b.get("seed") for b in model_server.bodies if b.get("tools")}
+    assert seeds == {0, 1}
