@@ -440,3 +440,34 @@ async def test_router_client_carries_target_model_and_grammar_mode(model_server)
         await router.aclose()
     assert (answer.target_id, answer.model_id, answer.decoding) == ("box", "small", "grammar")
     assert [(u.target_id, u.model_id, u.input_tokens) for u in reports] == [("box", "small", 40)]
+
+
+async def test_a_done_status_is_dropped_while_the_rules_tier_holds_an_unresolved_failure():
+    # MEMORY_SPEC §14.3: the failure left the one-step trajectory window, but the rules
+    # tier still holds it unresolved; the step's "done" status must not land.
+    done = (
+        '<operations>[{"op":"update_status","content":"The task is completed."}]</operations>\n'
+        "<no_intervention/>"
+    )
+    fake = FakeModel(done, done)
+    mw, sink = make(fake, trajectory_steps=1, rules_status=False, cadence_tool_calls=2)
+    mw.turn_start("t1", "Fix it.")
+    for call, outcome in (("python3 app.py", FAIL), ("ls", OK)):
+        tool = ToolCall("run_command", {"command": call}, call)
+        mw.before_tool(tool)
+        mw.after_tool(tool, outcome)
+    mw.turn_end("t1")
+    await mw.evaluate("t1")
+    await mw.wait_idle()
+    assert fake.calls == 1 and mw.bank.status is None
+    assert sink.rows[-1].dropped_operations == 1
+    # once the same call succeeds, nothing is unresolved and the status lands
+    mw.turn_start("t2", "")
+    for call in ("python3 app.py", "ls -a"):
+        tool = ToolCall("run_command", {"command": call}, call)
+        mw.before_tool(tool)
+        mw.after_tool(tool, OK)
+    mw.turn_end("t2")
+    await mw.evaluate("t2")
+    await mw.wait_idle()
+    assert fake.calls == 2 and mw.bank.status.content == "The task is completed."
