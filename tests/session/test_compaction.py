@@ -27,7 +27,9 @@ async def small_window_manager(model_server):
 
 
 def _prompt(n: int) -> str:
-    return f"request {n}: " + ("please consider this detail. " * 105)
+    # Sized so two prompts fit the 4,096-token window and a third does not, with
+    # room on both sides for the system prompt to grow a line (passes from 90 to 102).
+    return f"request {n}: " + ("please consider this detail. " * 96)
 
 
 async def test_long_conversation_compacts_with_summary_tail_and_restore(
