@@ -204,6 +204,14 @@ class Journal:
         self.path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clio-journal")
         self._conn: sqlite3.Connection | None = None
+        # Appended rows not yet handed to the worker thread, the batches it is
+        # writing, the last seq per session and a write failure not yet reported.
+        self._pending: list[tuple[str, int, str, str, str]] = []
+        self._writes: set[asyncio.Future[None]] = set()
+        self._last_seq: dict[str, int] = {}
+        self._seq_lock = asyncio.Lock()
+        self._write_failure: JournalError | None = None
+        self._drain_scheduled = False
 
     @classmethod
     async def open(cls, path: Path) -> Journal:
@@ -230,6 +238,7 @@ class Journal:
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
+        self._submit_pending()  # the one worker thread runs work in order: writes first
         try:
             return await loop.run_in_executor(self._executor, fn, *args)
         except sqlite3.Error as exc:
@@ -242,6 +251,8 @@ class Journal:
         return self._conn
 
     async def aclose(self) -> None:
+        with contextlib.suppress(JournalError):  # reported to appenders already
+            await self.flush()
         if self._conn is not None:
             conn = self._conn
 
@@ -423,23 +434,94 @@ class Journal:
     # ------------------------------------------------------------------ events
 
     async def append(self, session_id: str, type_: str, data: dict[str, Any]) -> JournalEntry:
-        """Append one row; returns it with its seq (1-based, per session)."""
+        """Append one row; returns it with its seq (1-based, per session) at once.
+
+        The row is written with the others appended in the same event-loop tick, in
+        one transaction on the worker thread (issue 18 item 2): the caller never waits
+        for SQLite, and any later journal call runs after the write. A failed write
+        raises :class:`JournalError` from the next ``append`` or ``flush``. One live
+        process owns a session's rows (the seq is assigned here)."""
+        self._raise_write_failure()
         at = utc_now()
         payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-        def op() -> int:
-            conn = self.conn
-            row = conn.execute(
-                "INSERT INTO events (session_id, seq, type, at, data) "
-                "SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ? FROM events WHERE session_id = ? "
-                "RETURNING seq",
-                (session_id, type_, at, payload, session_id),
-            ).fetchone()
-            conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (at, session_id))
-            return int(row[0])
-
-        seq = await self._run(op)
+        seq = await self._next_seq(session_id)
+        self._pending.append((session_id, seq, type_, at, payload))
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            asyncio.get_running_loop().call_soon(self._submit_pending)
         return JournalEntry(session_id=session_id, seq=seq, type=type_, at=at, data=data)
+
+    async def flush(self) -> None:
+        """Wait until every appended row is written. Raises :class:`JournalError`
+        for a write that failed (once)."""
+        self._submit_pending()
+        while self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
+        self._raise_write_failure()
+
+    async def _next_seq(self, session_id: str) -> int:
+        if session_id not in self._last_seq:
+            async with self._seq_lock:
+                if session_id not in self._last_seq:
+
+                    def op() -> int:
+                        row = self.conn.execute(
+                            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?",
+                            (session_id,),
+                        ).fetchone()
+                        return int(row[0])
+
+                    self._last_seq[session_id] = await self._run(op)
+        self._last_seq[session_id] += 1
+        return self._last_seq[session_id]
+
+    def _submit_pending(self) -> None:
+        """Hand the rows appended so far to the worker thread as one batch."""
+        self._drain_scheduled = False
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._executor, self._write_batch, batch)
+        self._writes.add(future)
+        future.add_done_callback(lambda done: self._batch_done(done, batch))
+
+    def _batch_done(self, done: asyncio.Future[None], batch: list[Any]) -> None:
+        self._writes.discard(done)
+        exc = None if done.cancelled() else done.exception()
+        if exc is None:
+            return
+        for session_id in {row[0] for row in batch}:
+            self._last_seq.pop(session_id, None)  # re-read from the file next time
+        if isinstance(exc, sqlite3.Error):
+            exc = storage_problem(self.path, exc)
+        if not isinstance(exc, JournalError):
+            exc = JournalError(f"journal write failed: {exc}")
+        self._write_failure = exc
+
+    def _raise_write_failure(self) -> None:
+        failure, self._write_failure = self._write_failure, None
+        if failure is not None:
+            raise failure
+
+    def _write_batch(self, batch: list[tuple[str, int, str, str, str]]) -> None:
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            conn.executemany(
+                "INSERT INTO events (session_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
+                batch,
+            )
+            latest = {row[0]: row[3] for row in batch}
+            conn.executemany(
+                "UPDATE sessions SET updated_at = ? WHERE id = ?",
+                [(at, session_id) for session_id, at in latest.items()],
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     async def events(
         self,

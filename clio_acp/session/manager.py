@@ -70,7 +70,13 @@ from clio_acp.events import (
 )
 from clio_acp.memory.store import MemoryStore
 from clio_acp.paths import Paths
-from clio_acp.session.journal import Journal, JournalEntry, SessionRecord
+from clio_acp.session.journal import (
+    Journal,
+    JournalEntry,
+    JournalError,
+    JournalUnavailable,
+    SessionRecord,
+)
 from clio_acp.session.workspace_values import all_keys
 from clio_acp.settings import MAX_TURN_REQUESTS_DEFAULT, Settings
 from clio_acp.timestamps import utc_now
@@ -376,6 +382,15 @@ class Session:
                 raise
             finally:
                 self._turn_task = None
+        try:  # the turn's rows are on disk before the turn is reported ended
+            await self._manager._journal_required().flush()
+        except JournalUnavailable:
+            raise  # disk full / read-only: the face says so (as for any journal call)
+        except JournalError as exc:
+            log.warning("session %s: journal write failed: %s", self.id, exc)
+            await self._emit(
+                Notice(session_id=self.id, level="error", text=f"The session was not saved: {exc}")
+            )
         await self._emit(TurnEnded(session_id=self.id, stop_reason=stop))  # type: ignore[arg-type]
         return stop
 

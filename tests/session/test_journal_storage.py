@@ -44,9 +44,10 @@ async def test_full_disk_is_a_clear_notice(tmp_path: Path) -> None:
         journal.conn.execute(f"PRAGMA max_page_count = {pages}")
 
     await journal._run(cap)
-    with pytest.raises(JournalUnavailable) as caught:
+    with pytest.raises(JournalUnavailable) as caught:  # from append or, batched, flush
         for _ in range(200):
             await journal.append("s1", "prompt", {"text": "x" * 4000})
+        await journal.flush()
     assert caught.value.reason == "full"
     assert "is full" in str(caught.value) and "database or disk" not in str(caught.value)
     await journal.aclose()
@@ -57,5 +58,18 @@ async def test_read_only_state_is_a_clear_notice(tmp_path: Path) -> None:
     await journal._run(lambda: journal.conn.execute("PRAGMA query_only = 1"))
     with pytest.raises(JournalUnavailable) as caught:
         await journal.append("s1", "prompt", {"text": "x"})
+        await journal.flush()  # appends are written in batches
     assert caught.value.reason == "read-only" and "read-only" in str(caught.value)
     await journal.aclose()
+
+
+async def test_appends_are_batched_in_order_and_a_read_sees_them(tmp_path: Path) -> None:
+    journal = await _journal_with_session(tmp_path / "sessions.sqlite")
+    entries = [await journal.append("s1", "prompt", {"text": str(i)}) for i in range(50)]
+    assert [e.seq for e in entries] == list(range(1, 51))  # assigned at once
+    rows = await journal.events("s1")  # a later call runs after the pending write
+    assert [(r.seq, r.data["text"]) for r in rows] == [(i + 1, str(i)) for i in range(50)]
+    await journal.aclose()
+    reopened = await Journal.open(tmp_path / "sessions.sqlite")
+    assert (await reopened.append("s1", "prompt", {"text": "next"})).seq == 51
+    await reopened.aclose()
