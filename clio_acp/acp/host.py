@@ -57,6 +57,7 @@ class AcpToolHost:
 
     @property
     def session_id(self) -> str:
+        """The ACP session id the client's methods are called for."""
         return self._session_id() if callable(self._session_id) else self._session_id
 
     async def read_text(self, path: Path) -> str:

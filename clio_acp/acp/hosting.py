@@ -75,6 +75,7 @@ class Hosted:
 
     @property
     def turn_running(self) -> bool:
+        """Whether a ``session/prompt`` turn of this session is running."""
         return self.turn is not None and not self.turn.done()
 
 

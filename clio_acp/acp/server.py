@@ -190,6 +190,7 @@ class ClioAcpAgent:
 
     @property
     def conn(self) -> Connection:
+        """The SDK connection to the client (``attach`` first)."""
         assert self._conn is not None, "attach() first"
         return self._conn
 

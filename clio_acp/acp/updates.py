@@ -226,6 +226,7 @@ SLASH_COMMANDS: tuple[SlashCommand, ...] = (
 
 
 def available_commands_update() -> dict[str, Any]:
+    """``available_commands_update`` listing :data:`SLASH_COMMANDS` (ACP slash commands)."""
     commands = [
         AvailableCommand(
             name=c.name,
@@ -240,10 +241,12 @@ def available_commands_update() -> dict[str, Any]:
 
 
 def current_mode_update(mode_id: str) -> dict[str, Any]:
+    """``current_mode_update`` for permission mode ``mode_id`` (ACP session modes)."""
     return dump(CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id))
 
 
 def config_option_update(options: list[Any]) -> dict[str, Any]:
+    """``config_option_update`` carrying the full ``configOptions`` array."""
     return dump(ConfigOptionUpdate(session_update="config_option_update", config_options=options))
 
 

@@ -180,6 +180,8 @@ class ClioLanguageServerProtocol(LanguageServerProtocol):
         # This is json.loads' object_hook: it also sees every object nested in params.
         # One of those that looks like a message but does not structure is kept as a
         # plain dict (raising would lose the whole message and its reply, issue 17).
+        """Parse one JSON-RPC message; a malformed one is answered with an error instead
+        of raising."""
         is_request = "id" in data and isinstance(data.get("method"), str)
         try:
             structured = super().structure_message(data)
@@ -206,6 +208,8 @@ class ClioLanguageServerProtocol(LanguageServerProtocol):
         # Replaces pygls 2.1.1 JsonRPCProtocol.handle_message, which silently drops every
         # message after `shutdown` (LSP 3.17 wants InvalidRequest for requests) and
         # does not refuse requests before `initialize` (ServerNotInitialized).
+        """Dispatch one message (requests after ``shutdown`` are ``InvalidRequest``; LSP
+        3.17 lifecycle)."""
         if isinstance(message, _MalformedRequest):
             self._send_error(message.id, message.code, message.message)
             return
@@ -329,6 +333,8 @@ class ClioLanguageServerProtocol(LanguageServerProtocol):
     def lsp_initialize(
         self, params: types.InitializeParams
     ) -> Generator[Any, Any, types.InitializeResult]:
+        """LSP ``initialize``: records the client's process id (watched for editor death)
+        and answers the capabilities."""
         self.initialize_received = True
         result = yield from super().lsp_initialize(params)
         if params.process_id:
@@ -348,6 +354,8 @@ class ClioLanguageServerProtocol(LanguageServerProtocol):
     async def lsp_shutdown(self, *args: Any) -> None:
         # pygls 2.1.1 cancels other requests' futures and answers at once, while the
         # tasks behind them (turns) keep running; it then drops later requests unanswered.
+        """LSP ``shutdown``: the face stops turns and clears diagnostics before the
+        answer."""
         self.shutdown_requested = True
         self.shutdown_task = asyncio.current_task()
         handler = self.fm.features.get(types.SHUTDOWN)
@@ -369,6 +377,7 @@ class ClioLanguageServerProtocol(LanguageServerProtocol):
     def lsp_exit(self, *args: Any) -> None:
         # pygls 2.1.1 closes stdout and raises SystemExit inside the handler; the exit
         # code is then lost in JsonRPCServer.start_io. We only record it and stop.
+        """LSP ``exit``: exit code 0 after ``shutdown``, else 1."""
         handler = self.fm.features.get(types.EXIT)
         if handler is not None:
             try:
@@ -382,6 +391,8 @@ class ClioLanguageServerProtocol(LanguageServerProtocol):
         # pygls 2.1.1 runs the command as a separate task under a random id, so
         # $/cancelRequest only cancels the reply while the command keeps running. Here the
         # command runs inside the request's own task: cancelling the request cancels it.
+        """LSP ``workspace/executeCommand``: run one ``clio.*`` command with the request's
+        progress token in context."""
         handler = self.fm.commands.get(params.command)
         if handler is None:
             raise JsonRpcInvalidParams(f"Unknown command {params.command!r}")
@@ -398,6 +409,8 @@ class ClioLanguageServerProtocol(LanguageServerProtocol):
     @lsp_method(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     def lsp_work_done_progress_cancel(self, params: types.WorkDoneProgressCancelParams) -> None:
         # pygls 2.1.1 warns for tokens it did not create; we track our own.
+        """LSP ``window/workDoneProgress/cancel``: cancel the progress (and with it the
+        turn)."""
         future: Future[Any] | None = self.progress.tokens.get(params.token)
         if future is not None and not future.done():
             future.cancel()

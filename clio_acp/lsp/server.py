@@ -110,9 +110,12 @@ class ClioLanguageServer(LanguageServer):
             return False
 
     def show_message(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        """``window/showMessage`` with ``message`` (type ``kind``)."""
         self.window_show_message(types.ShowMessageParams(type=kind, message=message))
 
     def apply_options(self, raw: Any, *, base: InitializationOptions | None) -> None:
+        """Use the editor options ``raw`` (over ``base``); a problem is shown as a warning
+        and defaults are used."""
         options, problem = parse_options(raw, base=base)
         self.options = options
         if problem:
@@ -126,6 +129,8 @@ class ClioLanguageServer(LanguageServer):
     def report_server_error(self, error: Exception, source: Any) -> None:
         # pygls 2.1.1 shows "Error in server: <raw exception>" for notification
         # failures; the raw text may hold local paths, so it is scrubbed first.
+        """pygls hook: log the error; for notifications show a scrubbed ``internal error``
+        message."""
         logger.error("Server error (%s): %s", getattr(source, "__name__", source), error)
         if source is not None and "Request" in getattr(source, "__name__", ""):
             return
@@ -155,6 +160,7 @@ class ClioLanguageServer(LanguageServer):
             self.apply_options(_plain(result[0]), base=self.options)
 
     async def aclose(self) -> None:
+        """Process end: stop turns and close the session manager (nothing more is sent)."""
         await self.face.aclose()
 
 
@@ -336,6 +342,8 @@ def _session_info(info: Any) -> Any:
 
 @SERVER.feature(types.INITIALIZE)
 def initialize(ls: ClioLanguageServer, params: types.InitializeParams) -> None:
+    """LSP ``initialize``: editor options and the workspace root (first folder, else
+    ``rootUri``/``rootPath``)."""
     ls.apply_options(params.initialization_options, base=None)
     folders = params.workspace_folders or []
     root = folders[0].uri if folders else (params.root_uri or None)
@@ -347,6 +355,8 @@ def initialize(ls: ClioLanguageServer, params: types.InitializeParams) -> None:
 
 @SERVER.feature(types.INITIALIZED)
 async def initialized(ls: ClioLanguageServer, params: types.InitializedParams) -> None:
+    """LSP ``initialized``: pull ``workspace/configuration`` (section ``clio``), then show
+    pending proposals."""
     try:
         await ls.pull_configuration()
     finally:
@@ -357,6 +367,7 @@ async def initialized(ls: ClioLanguageServer, params: types.InitializedParams) -
 
 @SERVER.feature(types.SHUTDOWN)
 async def shutdown(ls: ClioLanguageServer, *args: Any) -> None:
+    """LSP ``shutdown``: stop turns, close the session, clear memory diagnostics."""
     await ls.face.shutdown()
 
 
@@ -364,6 +375,8 @@ async def shutdown(ls: ClioLanguageServer, *args: Any) -> None:
 async def did_change_configuration(
     ls: ClioLanguageServer, params: types.DidChangeConfigurationParams
 ) -> None:
+    """LSP ``workspace/didChangeConfiguration``: new options (pushed, or pulled when the
+    push is empty)."""
     settings = _plain(params.settings)
     if isinstance(settings, dict) and CONFIG_SECTION in settings:
         ls.apply_options(settings[CONFIG_SECTION], base=ls.options)
@@ -377,6 +390,8 @@ async def did_change_configuration(
 async def did_change_workspace_folders(
     ls: ClioLanguageServer, params: types.DidChangeWorkspaceFoldersParams
 ) -> None:
+    """LSP ``workspace/didChangeWorkspaceFolders``: removing the session's folder ends the
+    binding (a session change)."""
     removed = [Path(to_fs_path(f.uri) or f.uri) for f in params.event.removed or []]
     session = ls.face.session
     if session is not None and any(_inside(Path(session.cwd), r) for r in removed):
@@ -393,6 +408,8 @@ def _inside(path: Path, folder: Path) -> bool:
 
 @SERVER.feature(translate.SESSION_CHANGED)
 async def session_changed(ls: ClioLanguageServer, params: Any) -> None:
+    """``clio/sessionChanged`` ``{editorSessionId}``: a different editor session leaves
+    the bound session."""
     raw = _plain(params) or {}
     editor_id = raw.get("editorSessionId") if isinstance(raw, dict) else None
     if editor_id is not None and editor_id == ls.options.editor_session_id:
@@ -411,6 +428,8 @@ async def session_changed(ls: ClioLanguageServer, params: Any) -> None:
     ),
 )
 async def code_action(ls: ClioLanguageServer, params: types.CodeActionParams) -> list[Any]:
+    """LSP ``textDocument/codeAction``: Approve/Reject quick fixes on memory diagnostics
+    that name a pending proposal, and a source action listing every pending proposal."""
     only = params.context.only
     actions: list[types.CodeAction] = []
     wants_fixes = not only or any(str(k).startswith("quickfix") for k in only)
@@ -453,12 +472,15 @@ async def _pending_proposals(ls: ClioLanguageServer) -> list[MemoryProposal]:
 
 @command("clio.prompt")
 async def prompt(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    """``clio.prompt`` ``{text, sessionId?, textDocument?, position?}`` (or a bare text):
+    one turn; ``{sessionId, stopReason}``."""
     parsed = _args(PromptArgs, args, bare="text")
     return await _core(ls.face.prompt(_prompt_text(parsed, ls), parsed.session_id))
 
 
 @command("clio.cancel")
 async def cancel(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    """``clio.cancel`` ``{sessionId?}``: cancel the running turn; ``{cancelled: bool}``."""
     parsed = _args(SessionArgs, args, bare="sessionId")
     return {"cancelled": await ls.face.cancel(parsed.session_id)}
 
@@ -468,6 +490,8 @@ async def cancel(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 
 @command("clio.session.new")
 async def session_new(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    """``clio.session.new`` ``{cwd?, mode?}``: a new session (a session change);
+    ``{sessionId}``."""
     parsed = _args(NewSessionArgs, args, bare="cwd")
     cwd = Path(parsed.cwd) if parsed.cwd else ls.workspace_root
     mode = parsed.mode or ls.options.permission_mode
@@ -477,6 +501,8 @@ async def session_new(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 
 @command("clio.session.load")
 async def session_load(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    """``clio.session.load`` ``{sessionId}``: load with history replay as
+    ``clio/sessionUpdate``; ``{sessionId, events}``."""
     parsed = _args(LoadArgs, args, bare="sessionId")
     history: list[Any] = []
 
@@ -492,6 +518,8 @@ async def session_load(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 
 @command("clio.session.list")
 async def session_list(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    """``clio.session.list`` ``{cwd?, cursor?, limit?}``: ``{sessions: [SessionInfo],
+    nextCursor}``."""
     parsed = _args(ListArgs, args, bare="cwd")
     manager = ls.face.ensure_manager()
     cwd = Path(parsed.cwd) if parsed.cwd else None
@@ -503,6 +531,8 @@ async def session_list(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 
 @command("clio.session.fork")
 async def session_fork(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    """``clio.session.fork`` ``{sessionId?}``: fork the given (else the bound) session;
+    ``{sessionId, forkedFrom}``."""
     parsed = _args(SessionArgs, args, bare="sessionId")
     source = parsed.session_id or ls.face.require_session().id
     session = await _core(ls.face.change_session(lambda m: m.fork_session(source)))
@@ -511,6 +541,8 @@ async def session_fork(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 
 @command("clio.session.close")
 async def session_close(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    """``clio.session.close`` ``{sessionId?}``: leave and close the bound session;
+    ``{sessionId, closed}``."""
     parsed = _args(SessionArgs, args, bare="sessionId")
     session = ls.face.require_session(parsed.session_id)
     await ls.face.leave_session("closed by the user")
@@ -522,6 +554,8 @@ async def session_close(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 
 @command("clio.memory.show")
 async def memory_show(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    """``clio.memory.show``: write the memory document; ``{sessionId, board, proposals:
+    [{recordId, scope, content}], document}``."""
     _args(ShowArgs, args)
     await ls.face.document.write_now()
     pending = await _pending_proposals(ls)
@@ -537,6 +571,8 @@ async def memory_show(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 
 @command("clio.memory.approve")
 async def memory_approve(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    """``clio.memory.approve`` ``{recordId}``: ``commands.approve``; ``{recordId,
+    status}``; unknown id is ``RequestFailed``."""
     parsed = _args(RecordArgs, args, bare="recordId")
     outcome = await _core(commands.approve(ls.paths, parsed.record_id))
     ls.face.proposals.resolve(parsed.record_id)
@@ -545,6 +581,8 @@ async def memory_approve(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 
 @command("clio.memory.reject")
 async def memory_reject(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    """``clio.memory.reject`` ``{recordId}``: ``commands.reject``; ``{recordId, status}``;
+    unknown id is ``RequestFailed``."""
     parsed = _args(RecordArgs, args, bare="recordId")
     outcome = await _core(commands.reject(ls.paths, parsed.record_id))
     ls.face.proposals.resolve(parsed.record_id)
@@ -553,6 +591,8 @@ async def memory_reject(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 
 @command("clio.memory.promote")
 async def memory_promote(ls: ClioLanguageServer, *args: Any) -> Any:
+    """``clio.memory.promote`` ``{entryId, scope, acknowledgeGlobal?, sessionId?}``:
+    ``commands.promote``; ``{status}`` or ``{status, recordId, created}``."""
     parsed = _args(PromoteArgs, args, bare="entryId")
     session = ls.face.require_session(parsed.session_id)
     result = await _core(
@@ -570,6 +610,9 @@ async def memory_promote(ls: ClioLanguageServer, *args: Any) -> Any:
 
 @command("clio.memory.proposeEvent")
 async def memory_propose_event(ls: ClioLanguageServer, *args: Any) -> Any:
+    """``clio.memory.proposeEvent`` ``{event, scope?, acknowledgeGlobal?, content?,
+    sessionId?}``: a journal event becomes an unapproved record
+    (``commands.propose_event``)."""
     parsed = _args(ProposeEventArgs, args, bare="event")
     session = ls.face.require_session(parsed.session_id)
     result = await _core(
@@ -588,6 +631,8 @@ async def memory_propose_event(ls: ClioLanguageServer, *args: Any) -> Any:
 
 @command("clio.memory.seed")
 async def memory_seed(ls: ClioLanguageServer, *args: Any) -> Any:
+    """``clio.memory.seed`` ``{sessionId?}``: ``commands.seed``; ``{status}`` or
+    ``{status, seeded, skipped, source}``."""
     parsed = _args(SessionArgs, args, bare="sessionId")
     result = await _core(commands.seed(ls.face.require_session(parsed.session_id)))
     ls.face.document.schedule()
@@ -596,6 +641,7 @@ async def memory_seed(ls: ClioLanguageServer, *args: Any) -> Any:
 
 @command("clio.handoff")
 async def handoff(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    """``clio.handoff`` ``{sessionId?}``: ``commands.handoff``; ``{path, uri}``."""
     parsed = _args(SessionArgs, args, bare="sessionId")
     path = await _core(commands.handoff(ls.face.require_session(parsed.session_id)))
     return {"path": str(path), "uri": Path(path).as_uri()}
@@ -603,6 +649,8 @@ async def handoff(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 
 @command("clio.usage")
 async def usage(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    """``clio.usage``: ``{sessionId, session: token totals, memory: spend}``
+    (``commands.usage``)."""
     _args(SessionArgs, args, bare="sessionId")
     report = commands.usage(ls.face.session, ls.face.usage.totals)
     return {key: report[key] for key in ("sessionId", "session", "memory")}
@@ -610,6 +658,8 @@ async def usage(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 
 @command("clio.workspace")
 async def workspace(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
+    """``clio.workspace`` ``{key?, offset?, cursor?, sessionId?}``: the session's named
+    text values (``commands.workspace``)."""
     parsed = _args(WorkspaceArgs, args, bare="key")
     session = ls.face.require_session(parsed.session_id)
     return await _core(

@@ -107,6 +107,7 @@ class SessionFace:
 
     @property
     def workspace_root(self) -> Path:
+        """The editor's workspace root (a new session's folder)."""
         return self.ls.workspace_root
 
     def board(self) -> dict[str, Any] | None:

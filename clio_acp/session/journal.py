@@ -215,6 +215,7 @@ class Journal:
 
     @classmethod
     async def open(cls, path: Path) -> Journal:
+        """Open (create) the SQLite journal at ``path`` in WAL mode."""
         journal = cls(path)
         await journal._run(journal._open_sync)
         return journal
@@ -246,11 +247,13 @@ class Journal:
 
     @property
     def conn(self) -> sqlite3.Connection:
+        """The open SQLite connection (``open`` first)."""
         if self._conn is None:
             raise JournalError("journal is closed")
         return self._conn
 
     async def aclose(self) -> None:
+        """Close the connection (idempotent)."""
         with contextlib.suppress(JournalError):  # reported to appenders already
             await self.flush()
         if self._conn is not None:
@@ -266,6 +269,8 @@ class Journal:
     # ------------------------------------------------------------------ sessions
 
     async def create_session(self, record: SessionRecord) -> None:
+        """Insert the row of a new session (``record``)."""
+
         def op() -> None:
             self.conn.execute(
                 "INSERT INTO sessions (id, cwd, extra_roots, mode, title, parent_id, created_at, "
@@ -288,6 +293,8 @@ class Journal:
     _COLS = "id, cwd, extra_roots, mode, title, parent_id, created_at, updated_at, closed"
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The ``SessionRecord`` of ``session_id``, or None."""
+
         def op() -> SessionRecord | None:
             row = self.conn.execute(
                 f"SELECT {self._COLS} FROM sessions WHERE id = ?", (session_id,)
@@ -552,9 +559,9 @@ class Journal:
             for r in rows
         ]
 
-    # ------------------------------------------------------------------ spills
-
     async def put_spill(self, session_id: str, ref: str, text: str) -> None:
+        """Store one spilled tool output under its reference."""
+
         def op() -> None:
             self.conn.execute(
                 "INSERT OR REPLACE INTO spills (session_id, ref, content) VALUES (?, ?, ?)",
@@ -564,6 +571,8 @@ class Journal:
         await self._run(op)
 
     async def get_spill(self, session_id: str, ref: str) -> str | None:
+        """The spilled text of a reference, or None."""
+
         def op() -> str | None:
             row = self.conn.execute(
                 "SELECT content FROM spills WHERE session_id = ? AND ref = ?", (session_id, ref)

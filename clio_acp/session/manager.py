@@ -319,6 +319,7 @@ class Session:
 
     @property
     def mode(self) -> str:
+        """The permission mode (``ask``, ``accept-edits``, ``plan``, ``bypass``)."""
         return self.gate.mode
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
@@ -418,6 +419,7 @@ class Session:
 
     @property
     def busy(self) -> bool:
+        """Whether a turn is running."""
         return self._turn_task is not None and not self._turn_task.done()
 
     @property
@@ -454,6 +456,7 @@ class Session:
         return settings.model_copy(update={"chat": chat})
 
     def set_permission_handler(self, handler: PermissionHandler | None) -> None:
+        """The face's handler for permission questions (None: refuse what needs asking)."""
         self.gate.handler = handler
 
     def set_mode(self, mode: str) -> None:
@@ -591,6 +594,7 @@ class Session:
             self._watch_task = None
 
     def rows(self) -> list[JournalEntry]:
+        """The journal rows of this session's transcript."""
         return list(self.transcript.rows)
 
     @property
@@ -643,6 +647,7 @@ class SessionManager:
     # ------------------------------------------------------------------ plumbing
 
     async def journal(self) -> Journal:
+        """The session journal (opened on first use)."""
         async with self._journal_lock:
             if self._journal is None:
                 self._journal = await Journal.open(self.paths.journal_file)
@@ -837,6 +842,7 @@ class SessionManager:
 
     @property
     def live(self) -> dict[str, Session]:
+        """The open sessions by id."""
         return dict(self._live)
 
     async def close_session(self, session_id: str) -> None:
@@ -856,6 +862,7 @@ class SessionManager:
         await journal.delete_session(session_id)
 
     async def aclose(self) -> None:
+        """Close every open session and the journal."""
         for session_id in list(self._live):
             with contextlib.suppress(Exception):
                 await self.close_session(session_id)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
@@ -50,7 +49,12 @@ async def test_resume_never_replays_and_the_session_continues(model_server, work
     async with acp_agent() as (conn, client, _proc):
         await conn.initialize(protocol_version=1)
         await conn.resume_session(session_id=sid, cwd=str(workspace), mcp_servers=[])
-        await asyncio.sleep(0.2)
+        # Barrier: updates of one session go out in order, so once the mode change's
+        # update arrives, a replay (if there were one) would already be here.
+        await conn.set_session_mode(session_id=sid, mode_id="ask")
+        await client.wait_update(
+            lambda p: p["update"].get("sessionUpdate") == "config_option_update"
+        )
         before = [p["update"]["sessionUpdate"] for p in client.raw_updates]
         result = await conn.prompt(session_id=sid, prompt=[text_block("second")])
     assert "user_message_chunk" not in before and "agent_message_chunk" not in before

@@ -14,6 +14,9 @@ from tests.conftest import REPO_ROOT
 
 PACKAGE = REPO_ROOT / "clio_acp"
 COVERED = [
+    "acp",
+    "lsp",
+    "session",
     "agent",
     "cli",
     "context",

@@ -13,7 +13,7 @@ TESTS = REPO_ROOT / "tests"
 
 # tests/<folder> -> what it covers. A new folder must say here what it mirrors.
 FOLDERS = {
-    "acp_face": "clio_acp/acp (named apart from the `acp` SDK package)",
+    "acp": "clio_acp/acp (tests/ is a package: `tests.acp` cannot shadow the `acp` SDK)",
     "agent": "clio_acp/agent",
     "architecture": "the floors, sizes and these rules",
     "cli": "clio_acp/cli",
@@ -36,10 +36,6 @@ cancels); no test waits that long, so it is not a wait."""
 
 # Fixed sleeps still in the suite: file -> reason. Shrink it; never grow it.
 SLEEP_EXCEPTIONS = {
-    "tests/acp_face/test_acp_sdk_client.py": (
-        "a negative check after session/resume (no replay arrives): needs a barrier "
-        "request instead (faces)"
-    ),
     "tests/memory/middleware/test_llm_step.py": (
         "a negative check after releasing an aborted generation's model call (memory)"
     ),

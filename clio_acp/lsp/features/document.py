@@ -36,6 +36,7 @@ class MemoryDocument(Feature):
         return memory_doc_path(self.face.workspace_root)
 
     def on_event(self, event: SessionEvent) -> None:
+        """A ``TurnEnded`` rewrites the document (the board may have changed)."""
         if isinstance(event, TurnEnded):
             self.schedule()
 
@@ -78,6 +79,7 @@ class MemoryDocument(Feature):
                 return
 
     async def shutdown(self) -> None:
+        """Wait for a pending write (LSP ``shutdown``)."""
         if self._task is not None:
             with contextlib.suppress(Exception):
                 await self._task

@@ -20,6 +20,7 @@ class Permissions(Feature):
     """Answers the bound session's permission requests through the editor."""
 
     def session_changed(self, session: Session | None) -> None:
+        """A bound session asks its permission questions through :meth:`ask`."""
         if session is not None:
             session.set_permission_handler(self.ask)
 

@@ -88,6 +88,8 @@ class Progress(Feature):
         return token
 
     def on_event(self, event: SessionEvent) -> None:
+        """Report the event (``translate.progress_message``) on its turn's progress;
+        repeats dropped."""
         progress = self._running.get(event.session_id)
         if progress is None:
             return

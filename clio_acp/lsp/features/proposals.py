@@ -35,6 +35,7 @@ class Proposals(Feature):
         self._records_stamp: tuple[int, int] | None = None
 
     def on_event(self, event: SessionEvent) -> None:
+        """A ``MemoryProposal`` becomes pending, linked to the reminders citing its entry."""
         if isinstance(event, MemoryProposal):
             self._add(event)
 

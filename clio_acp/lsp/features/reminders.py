@@ -29,6 +29,7 @@ class Reminders(Feature):
         self.recent: list[MemoryReminder] = []
 
     def on_event(self, event: SessionEvent) -> None:
+        """Show a ``MemoryReminder``; a ``MemoryCleared`` clears every memory diagnostic."""
         if isinstance(event, MemoryReminder):
             self._show(event)
         elif isinstance(event, MemoryCleared):
@@ -36,6 +37,7 @@ class Reminders(Feature):
             self.face.document.schedule()
 
     def session_changed(self, session: Session | None) -> None:
+        """Leaving a session clears its reminders and every ``clio-memory`` diagnostic."""
         if session is None:
             self._clear()
 

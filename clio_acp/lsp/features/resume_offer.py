@@ -32,17 +32,21 @@ class ResumeOffer(Feature):
         self._offered: set[str] = set()
 
     def on_event(self, event: SessionEvent) -> None:
+        """A ``HandoffOffer`` is asked (:meth:`offer`)."""
         if isinstance(event, HandoffOffer):
             self.offer(event)
 
     def on_replay(self, event: SessionEvent) -> None:
+        """A loaded session's trailing ``HandoffOffer`` is asked like a live one."""
         self.on_event(event)
 
     def session_changed(self, session: Session | None) -> None:
+        """Leaving a session withdraws its open offer."""
         if session is None:
             self._cancel()
 
     async def shutdown(self) -> None:
+        """Withdraw the open offer."""
         self._cancel()
 
     def offer(self, offer: HandoffOffer) -> None:

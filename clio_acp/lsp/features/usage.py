@@ -20,9 +20,11 @@ class Usage(Feature):
         self.totals = UsageTotals()
 
     def on_event(self, event: SessionEvent) -> None:
+        """Count a ``UsageUpdate``."""
         if isinstance(event, UsageUpdate):
             self.totals.add(event)
 
     def session_changed(self, session: Session | None) -> None:
+        """Leaving a session starts the totals over."""
         if session is None:
             self.totals = UsageTotals()
