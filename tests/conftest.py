@@ -8,11 +8,13 @@
   (``tests/support/model_server.py``: script replies, read recorded requests,
   ``install_settings()`` points the product's chat/memory roles at it).
 - ``run_cli``: runs ``python -m clio_acp`` as a real subprocess with this checkout
-  first on ``PYTHONPATH``.
+  first on ``PYTHONPATH``; ``invoke_cli`` runs the same command in this process (for
+  tests about what a command computes, not about the process).
 """
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -67,6 +69,39 @@ def run_cli():
             env=subprocess_env(env),
             timeout=timeout,
         )
+
+    return _run
+
+
+@pytest.fixture
+def invoke_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """``run_cli`` in this process: ``clio_acp.cli.main(args)`` with ``input`` on stdin,
+    ``cwd`` and ``env`` applied for the call, stdout/stderr captured. Returns the same
+    ``CompletedProcess`` shape. For tests about what a command computes and prints;
+    tests about the process itself (startup imports, stdio protection, signals, exit
+    on end of input, encoding of the real stdout) keep ``run_cli``."""
+    from clio_acp.cli import main
+
+    def _run(
+        *args: str,
+        input: str | None = None,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        with monkeypatch.context() as patch:
+            if cwd is not None:
+                patch.chdir(cwd)
+            for key, value in (env or {}).items():
+                patch.setenv(key, value)
+            stdin = io.TextIOWrapper(io.BytesIO((input or "").encode("utf-8")), encoding="utf-8")
+            patch.setattr(sys, "stdin", stdin)
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse usage errors and --help
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["clio-acp", *args], code, out, err)
 
     return _run
 

@@ -1,5 +1,7 @@
-"""``clio-acp memory parse`` as a real subprocess: the spec's outcome for every §2
-vector the CLI can express, and exit 2 with a clear message for bad input."""
+"""``clio-acp memory parse``: the spec's outcome for every §2 vector the CLI can
+express, and exit 2 with a clear message for bad input. The command runs in this
+process (``invoke_cli``); the output-encoding regression runs it as a real
+subprocess, since only a real stdout refuses a lone surrogate."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ def _bank_file(tmp_path, name):
 
 
 @pytest.mark.parametrize("vector", CLI_VECTORS, ids=[v["id"] for v in CLI_VECTORS])
-def test_memory_parse_gives_the_spec_outcome(vector, run_cli, tmp_path):
+def test_memory_parse_gives_the_spec_outcome(vector, invoke_cli, tmp_path):
     args = ["memory", "parse", "--bank", str(_bank_file(tmp_path, vector.get("bank", "B")))]
     args += ["--trigger", vector.get("trigger", "interval")]
     if "task" in vector:
@@ -28,7 +30,7 @@ def test_memory_parse_gives_the_spec_outcome(vector, run_cli, tmp_path):
         args += ["--suppress"]
     if vector.get("previous_reminder") is not None:
         args += ["--previous-reminder", vector["previous_reminder"]]
-    proc = run_cli(*args, input=vector["response"], cwd=tmp_path)
+    proc = invoke_cli(*args, input=vector["response"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert set(out) == {
@@ -64,22 +66,22 @@ def test_memory_parse_gives_the_spec_outcome(vector, run_cli, tmp_path):
         assert entry["injectionCount"] == count
 
 
-def test_memory_parse_without_a_bank_starts_fresh_and_explains(run_cli, tmp_path):
-    proc = run_cli("memory", "parse", "--explain", input=C("[]", "[tm-k-1] x"), cwd=tmp_path)
+def test_memory_parse_without_a_bank_starts_fresh_and_explains(invoke_cli, tmp_path):
+    proc = invoke_cli("memory", "parse", "--explain", input=C("[]", "[tm-k-1] x"), cwd=tmp_path)
     out = json.loads(proc.stdout)
     assert (out["decision"], out["reason"], out["cited"]) == ("gated", "uncited", [])
     assert out["bank"] == BANKS["fresh"]
 
 
-def test_memory_parse_max_tokens_sets_the_reminder_cap(run_cli, tmp_path):
+def test_memory_parse_max_tokens_sets_the_reminder_cap(invoke_cli, tmp_path):
     body = "[tm-k-1] " + "x" * 60
     args = ("memory", "parse", "--bank", str(_bank_file(tmp_path, "B")))
-    small = json.loads(run_cli(*args, "--max-tokens", "10", input=C("[]", body)).stdout)
-    large = json.loads(run_cli(*args, "--max-tokens", "30", input=C("[]", body)).stdout)
+    small = json.loads(invoke_cli(*args, "--max-tokens", "10", input=C("[]", body)).stdout)
+    large = json.loads(invoke_cli(*args, "--max-tokens", "30", input=C("[]", body)).stdout)
     assert small["reason"] == "over_budget" and large["reason"] == "intervened"
 
 
-def test_memory_parse_trajectory_feeds_the_resolved_failure_gate(run_cli, tmp_path):
+def test_memory_parse_trajectory_feeds_the_resolved_failure_gate(invoke_cli, tmp_path):
     snapshot = json.loads(json.dumps(BANKS["B"]))
     snapshot["procedural"] = [
         dict(
@@ -93,7 +95,7 @@ def test_memory_parse_trajectory_feeds_the_resolved_failure_gate(run_cli, tmp_pa
     bank.write_text(json.dumps(snapshot))
     steps = tmp_path / "steps.json"
     steps.write_text(json.dumps([{"step": 3, "callDescription": "run_command{}", "outcome": "ok"}]))
-    proc = run_cli(
+    proc = invoke_cli(
         "memory",
         "parse",
         "--bank",
@@ -125,10 +127,10 @@ def test_memory_parse_trajectory_feeds_the_resolved_failure_gate(run_cli, tmp_pa
         (None, ["--workspace", "nowhere"], "not a directory"),
     ],
 )
-def test_memory_parse_bad_input_exits_2_with_a_message(run_cli, tmp_path, setup, args, message):
+def test_memory_parse_bad_input_exits_2_with_a_message(invoke_cli, tmp_path, setup, args, message):
     if setup is not None:
         (tmp_path / "bank.json").write_text(setup)
-    proc = run_cli("memory", "parse", *args, input=E("[]"), cwd=tmp_path)
+    proc = invoke_cli("memory", "parse", *args, input=E("[]"), cwd=tmp_path)
     assert proc.returncode == 2
     assert message in proc.stderr and proc.stdout == ""
 
@@ -151,10 +153,10 @@ def test_memory_parse_cli_prints_a_lone_surrogate_escape_without_traceback(run_c
 
 
 @pytest.mark.parametrize("flag", ["--bank", "--trajectory"])
-def test_memory_parse_deeply_nested_input_file_is_a_usage_error(run_cli, tmp_path, flag):
+def test_memory_parse_deeply_nested_input_file_is_a_usage_error(invoke_cli, tmp_path, flag):
     path = tmp_path / "deep.json"
     path.write_text(DEEP_JSON, encoding="utf-8")
-    done = run_cli("memory", "parse", flag, str(path), input="<operations>[]</operations>")
+    done = invoke_cli("memory", "parse", flag, str(path), input="<operations>[]</operations>")
     assert done.returncode == 2
     assert "is not valid JSON" in done.stderr
     assert "Traceback" not in done.stderr

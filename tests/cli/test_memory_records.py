@@ -1,4 +1,5 @@
-"""``clio-acp memory list|approve|reject|prune|promote`` as a real subprocess (MEMORY_SPEC §6)."""
+"""``clio-acp memory list|approve|reject|prune|promote`` (MEMORY_SPEC §6), run in process
+(``invoke_cli``: the same ``main`` the console script calls)."""
 
 from __future__ import annotations
 
@@ -53,55 +54,55 @@ def handoff(tmp_path: Path) -> Path:
     )
 
 
-def test_every_verb_has_help(run_cli) -> None:
+def test_every_verb_has_help(invoke_cli) -> None:
     for verb in ("list", "approve", "reject", "prune", "promote"):
-        result = run_cli("memory", verb, "--help")
+        result = invoke_cli("memory", verb, "--help")
         assert result.returncode == 0, verb
         assert "usage: clio-acp memory " + verb in result.stdout
 
 
-def test_list_on_a_fresh_install(run_cli, isolated_dirs) -> None:
-    result = run_cli("memory", "list")
+def test_list_on_a_fresh_install(invoke_cli, isolated_dirs) -> None:
+    result = invoke_cli("memory", "list")
     assert result.returncode == 0
     assert result.stdout == "0 memory record(s)\n"
     assert not any(isolated_dirs["data"].iterdir())  # listing writes nothing
 
 
-def test_promote_approve_reject_list_round_trip(run_cli, handoff: Path, tmp_path: Path) -> None:
+def test_promote_approve_reject_list_round_trip(invoke_cli, handoff: Path, tmp_path: Path) -> None:
     repo = str(tmp_path.resolve())
-    result = run_cli(
+    result = invoke_cli(
         "memory", "promote", "--from-handoff", str(handoff), "--scope", "repo", "--repository", repo
     )
     assert result.returncode == 0, result.stderr
     ids = re.findall(r"^proposed (mem-[0-9a-f]{16})", result.stdout, re.M)
     assert len(ids) == 3
     assert "3 new proposal(s), 0 already present" in result.stdout
-    again = run_cli(
+    again = invoke_cli(
         "memory", "promote", "--from-handoff", str(handoff), "--scope", "repo", "--repository", repo
     )
     assert "0 new proposal(s), 3 already present" in again.stdout
 
-    listed = run_cli("memory", "list")
+    listed = invoke_cli("memory", "list")
     assert listed.stdout.startswith("3 memory record(s)\n")
     assert listed.stdout.count("proposed  repo  confidence=0.6  evidence=session:sess-9") == 3
     assert "key: promotion:handoff-snapshot:sess-9:tm-k-1" in listed.stdout
     assert "lesson: The operator requires visible reminders." in listed.stdout
     assert listed.stdout.count(f"  repository: {repo}") == 3
 
-    assert run_cli("memory", "approve", ids[0]).stdout == f"approved {ids[0]}\n"
-    assert run_cli("memory", "reject", ids[1]).stdout == f"rejected {ids[1]}\n"
-    approved_only = run_cli("memory", "list", "--status", "approved")
+    assert invoke_cli("memory", "approve", ids[0]).stdout == f"approved {ids[0]}\n"
+    assert invoke_cli("memory", "reject", ids[1]).stdout == f"rejected {ids[1]}\n"
+    approved_only = invoke_cli("memory", "list", "--status", "approved")
     assert (
         approved_only.stdout.startswith("1 memory record(s)\n") and ids[0] in approved_only.stdout
     )
-    data = {r["id"]: r for r in json.loads(run_cli("memory", "list", "--json").stdout)}
+    data = {r["id"]: r for r in json.loads(invoke_cli("memory", "list", "--json").stdout)}
     assert data[ids[0]]["approved"] is True and "lastVerifiedAt" in data[ids[0]]
     assert "rejectedAt" in data[ids[1]] and data[ids[1]]["approved"] is False
     assert data[ids[2]]["provenance"]["sourceKind"] == "handoff-snapshot"
 
 
-def test_promote_selected_entries_and_unknown_entry(run_cli, handoff: Path, store) -> None:
-    ok = run_cli(
+def test_promote_selected_entries_and_unknown_entry(invoke_cli, handoff: Path, store) -> None:
+    ok = invoke_cli(
         "memory",
         "promote",
         "--from-handoff",
@@ -116,7 +117,7 @@ def test_promote_selected_entries_and_unknown_entry(run_cli, handoff: Path, stor
     (record,) = store.load()
     assert record.scope == "global" and record.provenance.source_entry_id == "tm-p-2"
     assert record.lesson == "Connect with password=[redacted:assignment] to the db."
-    bad = run_cli(
+    bad = invoke_cli(
         "memory",
         "promote",
         "--from-handoff",
@@ -142,29 +143,29 @@ def test_promote_selected_entries_and_unknown_entry(run_cli, handoff: Path, stor
         ([], "required"),
     ],
 )
-def test_promote_usage_errors_exit_2(run_cli, handoff: Path, flags, message, store) -> None:
-    result = run_cli("memory", "promote", "--from-handoff", str(handoff), *flags)
+def test_promote_usage_errors_exit_2(invoke_cli, handoff: Path, flags, message, store) -> None:
+    result = invoke_cli("memory", "promote", "--from-handoff", str(handoff), *flags)
     assert result.returncode == 2
     assert message in result.stderr and result.stdout == ""
     assert not store.path.exists()
 
 
 def test_promote_repo_scope_defaults_to_the_current_repository(
-    run_cli, handoff: Path, tmp_path: Path
+    invoke_cli, handoff: Path, tmp_path: Path
 ) -> None:
     repo = tmp_path / "project"
     (repo / ".git").mkdir(parents=True)
     (repo / "src").mkdir()
-    result = run_cli(
+    result = invoke_cli(
         "memory", "promote", "--from-handoff", str(handoff), "--scope", "repo", cwd=repo / "src"
     )
     assert result.returncode == 0, result.stderr
     assert f"the current repository, {repo.resolve()}" in result.stderr
-    listed = run_cli("memory", "list").stdout
+    listed = invoke_cli("memory", "list").stdout
     assert listed.count(f"  repository: {repo.resolve()}") == 3
 
 
-def test_promote_runtime_errors_exit_1(run_cli, handoff: Path, tmp_path: Path, store) -> None:
+def test_promote_runtime_errors_exit_1(invoke_cli, handoff: Path, tmp_path: Path, store) -> None:
     link = tmp_path / "alias"
     link.symlink_to(tmp_path)
     cases = [
@@ -172,7 +173,7 @@ def test_promote_runtime_errors_exit_1(run_cli, handoff: Path, tmp_path: Path, s
         (["--scope", "runtime", "--runtime", "node-22"], "does not match"),
     ]
     for flags, message in cases:
-        result = run_cli("memory", "promote", "--from-handoff", str(handoff), *flags)
+        result = invoke_cli("memory", "promote", "--from-handoff", str(handoff), *flags)
         assert result.returncode == 1 and message in result.stderr, result.stderr
     v1 = tmp_path / "handoff-v1.md"
     v1.write_text(
@@ -183,7 +184,7 @@ def test_promote_runtime_errors_exit_1(run_cli, handoff: Path, tmp_path: Path, s
     big = tmp_path / "handoff-big.md"
     big.write_text(handoff.read_text() + "x" * 1_000_001)
     for path, message in ((v1, "v1"), (big, "larger"), (tmp_path / "none.md", "cannot read")):
-        result = run_cli(
+        result = invoke_cli(
             "memory",
             "promote",
             "--from-handoff",
@@ -196,7 +197,7 @@ def test_promote_runtime_errors_exit_1(run_cli, handoff: Path, tmp_path: Path, s
     assert not store.path.exists()
 
 
-def test_prune_stale_removes_old_records(run_cli, store: MemoryStore) -> None:
+def test_prune_stale_removes_old_records(invoke_cli, store: MemoryStore) -> None:
     old = format_timestamp(datetime.now(UTC) - timedelta(days=45))
     fresh = format_timestamp(datetime.now(UTC))
 
@@ -217,15 +218,15 @@ def test_prune_stale_removes_old_records(run_cli, store: MemoryStore) -> None:
         )
 
     store.mutate(lambda _: ([rec(1, old), rec(2, fresh)], None))
-    result = run_cli("memory", "prune", "--stale")
+    result = invoke_cli("memory", "prune", "--stale")
     assert result.returncode == 0
     assert result.stdout.startswith("pruned 1 stale memory record(s)\n")
     assert [r.id for r in store.load()] == ["mem-0000000000000002"]
-    assert run_cli("memory", "prune").returncode == 2
+    assert invoke_cli("memory", "prune").returncode == 2
 
 
 def test_corrupt_store_is_reported_by_every_verb_and_preserved(
-    run_cli, store: MemoryStore, handoff
+    invoke_cli, store: MemoryStore, handoff
 ) -> None:
     store.path.parent.mkdir(parents=True)
     store.path.write_text('{"version": 1, "records": [{"id": 3}]}')
@@ -244,14 +245,14 @@ def test_corrupt_store_is_reported_by_every_verb_and_preserved(
             "--acknowledge-global",
         ],
     ):
-        result = run_cli(*args)
+        result = invoke_cli(*args)
         assert result.returncode == 1, args
         assert "invalid and was left untouched" in result.stderr
         assert str(store.path) in result.stderr
     assert store.path.read_bytes() == before
 
 
-def test_no_secret_reaches_any_file(run_cli, isolated_dirs, tmp_path: Path) -> None:
+def test_no_secret_reaches_any_file(invoke_cli, isolated_dirs, tmp_path: Path) -> None:
     bank = TaskMemoryBank()
     bank.save("knowledge", f"Deploy key api_key={SECRETS['assignment']} for staging.")
     bank.save("knowledge", f"AWS {SECRETS['aws']}, GH {SECRETS['github']}, OpenAI {SECRETS['sk']}")
@@ -284,7 +285,7 @@ def test_no_secret_reaches_any_file(run_cli, isolated_dirs, tmp_path: Path) -> N
         entries=bank.knowledge + bank.procedural,
     )
     assert outcome.created == 4 and not outcome.errors
-    result = run_cli(
+    result = invoke_cli(
         "memory",
         "promote",
         "--from-handoff",
@@ -296,7 +297,7 @@ def test_no_secret_reaches_any_file(run_cli, isolated_dirs, tmp_path: Path) -> N
     )
     assert result.returncode == 0, result.stderr
     assert "4 new proposal(s)" in result.stdout
-    listed = run_cli("memory", "list", "--json").stdout
+    listed = invoke_cli("memory", "list", "--json").stdout
     files = [
         p
         for root in (isolated_dirs["data"], isolated_dirs["state"], workspace)

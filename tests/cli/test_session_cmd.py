@@ -1,5 +1,6 @@
-"""``clio-acp run`` / ``events`` / ``sessions`` as real subprocesses against the
-scripted model server."""
+"""``clio-acp run`` / ``events`` / ``sessions`` against the scripted model server, run
+in process (``invoke_cli``); the embedded-model fallback runs as a real subprocess
+(it starts a server process of its own)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from tests.support.model_server import Reply, ToolCall
 
 
 def test_run_prints_answer_and_tool_calls_then_events_show_the_journal(
-    run_cli, model_server, tmp_path
+    invoke_cli, model_server, tmp_path
 ):
     model_server.install_settings(memory=False)
     ws = tmp_path / "ws"
@@ -21,18 +22,18 @@ def test_run_prints_answer_and_tool_calls_then_events_show_the_journal(
         Reply(tool_calls=[ToolCall("read_file", json.dumps({"path": "hello.txt"}), id="c1")]),
         Reply(text="The file greets you."),
     )
-    result = run_cli("run", "--workspace", str(ws), "what does hello.txt say?", timeout=240)
+    result = invoke_cli("run", "--workspace", str(ws), "what does hello.txt say?")
     assert result.returncode == 0, result.stderr
     assert "→ Read hello.txt" in result.stdout
     assert "The file greets you." in result.stdout
     assert "[stop: end_turn]" in result.stdout
 
-    listed = run_cli("sessions", "--json")
+    listed = invoke_cli("sessions", "--json")
     sessions = json.loads(listed.stdout)["sessions"]
     assert len(sessions) == 1 and sessions[0]["title"] == "what does hello.txt say?"
     sid = sessions[0]["id"]
 
-    events = run_cli("events", sid, "--json")
+    events = invoke_cli("events", sid, "--json")
     rows = [json.loads(line) for line in events.stdout.splitlines()]
     assert [r["type"] for r in rows] == [
         "prompt",
@@ -43,12 +44,12 @@ def test_run_prints_answer_and_tool_calls_then_events_show_the_journal(
         "memory_step",  # the rules tier's turn-end decision (content-free)
         "turn_ended",
     ]
-    filtered = run_cli("events", sid[:12], "--type", "tool_result", "--type", "prompt")
+    filtered = invoke_cli("events", sid[:12], "--type", "tool_result", "--type", "prompt")
     assert filtered.returncode == 0
     assert len(filtered.stdout.splitlines()) == 2
 
 
-def test_run_in_ask_mode_without_terminal_denies_and_says_so(run_cli, model_server, tmp_path):
+def test_run_in_ask_mode_without_terminal_denies_and_says_so(invoke_cli, model_server, tmp_path):
     model_server.install_settings(memory=False)
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -60,7 +61,7 @@ def test_run_in_ask_mode_without_terminal_denies_and_says_so(run_cli, model_serv
         ),
         Reply(text="could not write"),
     )
-    result = run_cli("run", "--workspace", str(ws), "--json", "write x.txt", timeout=240)
+    result = invoke_cli("run", "--workspace", str(ws), "--json", "write x.txt")
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     finished = [e for e in events if e["type"] == "tool_call_finished"]
@@ -72,7 +73,7 @@ def test_run_in_ask_mode_without_terminal_denies_and_says_so(run_cli, model_serv
     assert tool_msg["role"] == "tool" and "refused" in tool_msg["content"]
 
 
-def test_run_with_bypass_writes_and_reports_model_errors(run_cli, model_server, tmp_path):
+def test_run_with_bypass_writes_and_reports_model_errors(invoke_cli, model_server, tmp_path):
     model_server.install_settings(memory=False)
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -84,28 +85,28 @@ def test_run_with_bypass_writes_and_reports_model_errors(run_cli, model_server, 
         ),
         Reply(status=400, error="bad request from test"),
     )
-    result = run_cli("run", "-w", str(ws), "--mode", "bypass", "write x.txt", timeout=240)
+    result = invoke_cli("run", "-w", str(ws), "--mode", "bypass", "write x.txt")
     assert (ws / "x.txt").read_text() == "x"
     assert result.returncode == 1
     assert "[error] Model request failed" in result.stdout
 
 
-def test_run_ends_a_looping_answer_and_says_why(run_cli, model_server, tmp_path):
+def test_run_ends_a_looping_answer_and_says_why(invoke_cli, model_server, tmp_path):
     model_server.install_settings(memory=False)
     model_server.push(Reply(text=["Here:\n"] + ["- checkout-1.2\n"] * 400))
-    result = run_cli("run", "--workspace", str(tmp_path), "list files", timeout=120)
+    result = invoke_cli("run", "--workspace", str(tmp_path), "list files")
     assert result.returncode == 0, result.stderr
     assert "[warning] Answer stopped: the model kept repeating the same line" in result.stdout
     assert result.stdout.count("checkout-1.2") < 12
     assert "[stop: end_turn]" in result.stdout
 
 
-def test_run_prints_the_first_lines_of_a_tool_result(run_cli, model_server, tmp_path):
+def test_run_prints_the_first_lines_of_a_tool_result(invoke_cli, model_server, tmp_path):
     model_server.install_settings(memory=False)
     for name in ("a.txt", "b.txt", "c.txt"):
         (tmp_path / name).write_text("x\n")
     model_server.push(Reply(tool_calls=[ToolCall("list_dir", "{}", id="c1")]), Reply(text="ok"))
-    result = run_cli("run", "--workspace", str(tmp_path), "list files", timeout=120)
+    result = invoke_cli("run", "--workspace", str(tmp_path), "list files")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("  ✓"))
@@ -129,9 +130,9 @@ def test_the_first_turn_says_when_chat_fell_to_the_embedded_model(run_cli, tmp_p
     assert lines.index(said[0]) < next(i for i, ln in enumerate(lines) if ln.startswith("[stop"))
 
 
-def test_a_configured_chat_route_is_not_announced(run_cli, model_server, tmp_path):
+def test_a_configured_chat_route_is_not_announced(invoke_cli, model_server, tmp_path):
     model_server.install_settings(memory=False)
     model_server.push(Reply(text="hello"))
-    result = run_cli("run", "--workspace", str(tmp_path), "hi", timeout=120)
+    result = invoke_cli("run", "--workspace", str(tmp_path), "hi")
     assert result.returncode == 0, result.stderr
     assert "Chat runs on" not in result.stdout

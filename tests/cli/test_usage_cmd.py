@@ -111,9 +111,9 @@ def test_report_folds_both_ledgers_per_route() -> None:
     assert report.usage.cost_rows == 1 and report.skipped_usage_lines == 1
 
 
-def test_cli_table_and_json(run_cli) -> None:
+def test_cli_table_and_json(invoke_cli) -> None:
     write_ledgers()
-    result = run_cli("usage", "report")
+    result = invoke_cli("usage", "report")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split() == [
@@ -134,16 +134,16 @@ def test_cli_table_and_json(run_cli) -> None:
     assert total.split()[2:] == ["4", "2", "50%", "2.8k", "1.1m", "1.0m", "1"]
     assert "2 unreadable line(s) skipped" in result.stdout
     assert "out-of-turn usage: 3 row(s), 2 session(s), 2.8k tok" in result.stdout
-    data = json.loads(run_cli("usage", "report", "--json").stdout)
+    data = json.loads(invoke_cli("usage", "report", "--json").stdout)
     assert data["total"]["llmSteps"] == 4 and data["total"]["hitRate"] == 0.5
     assert data["usage"]["sessions"] == 2 and data["skippedStepLines"] == 2
 
 
-def test_report_on_a_fresh_install(run_cli, isolated_dirs) -> None:
-    result = run_cli("usage", "report")
+def test_report_on_a_fresh_install(invoke_cli, isolated_dirs) -> None:
+    result = invoke_cli("usage", "report")
     assert result.returncode == 0
     assert result.stdout.startswith("no memory usage recorded yet")
     assert not any(isolated_dirs["state"].iterdir())  # read-only
-    assert run_cli("usage", "--help").returncode == 0
-    assert run_cli("usage", "report", "--help").returncode == 0
-    assert run_cli("usage").returncode == 2
+    assert invoke_cli("usage", "--help").returncode == 0
+    assert invoke_cli("usage", "report", "--help").returncode == 0
+    assert invoke_cli("usage").returncode == 2

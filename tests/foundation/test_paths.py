@@ -22,15 +22,15 @@ def test_empty_override_falls_back_to_platformdirs():
     assert "clio-acp" in str(paths.data)
 
 
-def test_paths_json_command_prints_the_four_roots(run_cli, isolated_dirs):
-    result = run_cli("paths", "--json")
+def test_paths_json_command_prints_the_four_roots(invoke_cli, isolated_dirs):
+    result = invoke_cli("paths", "--json")
     assert result.returncode == 0, result.stderr
     roots = json.loads(result.stdout)
     assert set(roots) == {"data", "state", "config", "cache"}
     assert roots["state"] == str(isolated_dirs["state"])
 
 
-def test_no_command_is_a_usage_error(run_cli):
-    result = run_cli()
+def test_no_command_is_a_usage_error(invoke_cli):
+    result = invoke_cli()
     assert result.returncode == 2
     assert result.stdout == ""
