@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, get_args
 
+from clio_acp.settings import MEMORY_MAX_OUTPUT_TOKENS_DEFAULT
+
 __all__ = [
     "CHARS_PER_TOKEN",
     "DECISIONS",
@@ -136,7 +138,7 @@ class GateInput:
 
     reminder: str | None
     reminder_error: str | None = None
-    max_tokens: int = 2000
+    max_tokens: int = MEMORY_MAX_OUTPUT_TOKENS_DEFAULT
     suppress_intervention: bool = False
     previous_reminder: str | None = None
     cited: tuple[str, ...] = ()

@@ -13,6 +13,7 @@ from clio_acp.agent.turn import ContextRules, TurnLimits
 from clio_acp.cli import build_parser
 from clio_acp.context.compaction import should_compact
 from clio_acp.context.spill import needs_spill
+from clio_acp.memory.gates import GateInput
 from clio_acp.memory.policy import TASK_MEMORY_POLICY_DEFAULT_TIMEOUT_MS, PolicyInput
 from clio_acp.models.targets import Target
 from clio_acp.session.manager import SessionManager
@@ -61,6 +62,7 @@ def test_session_manager_and_cli_use_the_turn_request_default():
 def test_memory_policy_uses_the_memory_defaults():
     assert TASK_MEMORY_POLICY_DEFAULT_TIMEOUT_MS == s.MEMORY_TIMEOUT_MS_DEFAULT
     assert _field_default(PolicyInput, "max_tokens") == s.MEMORY_MAX_OUTPUT_TOKENS_DEFAULT
+    assert _field_default(GateInput, "max_tokens") == s.MEMORY_MAX_OUTPUT_TOKENS_DEFAULT
 
 
 def test_model_targets_use_the_request_timeout_default():

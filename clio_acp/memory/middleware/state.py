@@ -35,8 +35,6 @@ ACTIVITY_RING = 20
 # MEMORY_SPEC §4 "Post-compaction restore".
 RESTORE_PREFIX = "Memory: execution state restored after compaction:\n"
 RESUME_PREFIX = "Memory: execution state restored from the saved session:\n"
-# MEMORY_SPEC §4: currentTask keeps the first 2000 chars of the turn text.
-TASK_MAX_CHARS = 2000
 # MEMORY_SPEC §4 "Post-compaction restore": this stage does not arm the restore.
 WORKING_SET_RECALL = "working_set_recall"
 # §13.2: a dead tool channel is this many different commands failing with the same

@@ -11,11 +11,11 @@ from __future__ import annotations
 from clio_acp.memory.middleware.effects import Effect, InjectReminder
 from clio_acp.memory.middleware.state import (
     RESTORE_PREFIX,
-    TASK_MAX_CHARS,
     DeferredReminder,
     collapse_keep_newlines,
 )
 from clio_acp.memory.middleware.status import first_line
+from clio_acp.memory.prompts import TASK_MAX_CHARS
 from clio_acp.memory.reminders import blind_retry_text
 
 __all__ = ["TurnBoundaries"]
