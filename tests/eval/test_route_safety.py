@@ -4,6 +4,7 @@ of the prompt's worked examples)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from clio_acp.agent.recordings import RecordedCall, RecordedTurn, Recording
@@ -49,3 +50,29 @@ async def test_hostile_answers_are_counted_and_nothing_unsafe_lands():
     assert (result.copies, result.false_completions) == (0, 0)
     assert result.saved >= 1  # "repro.py raises ValueError: boom." went in
     assert result.dropped_operations >= 4 * result.steps
+
+
+def test_eval_safety_cli_needs_a_memory_route_and_counts_on_a_recorded_run(
+    model_server, run_cli, shared_dir
+):
+    from tests.support.model_server import Reply
+
+    run = (
+        shared_dir
+        / "trajectories"
+        / "mini-swe-agent-gemini3-swebv"
+        / "django__django-16263.traj.json"
+    )
+    model_server.install_settings(memory=False)
+    refused = run_cli("eval", "safety", str(run))
+    assert refused.returncode == 1 and "no memory route" in refused.stderr
+    model_server.install_settings()
+    deletes = ",".join(f'{{"op":"delete","id":"tm-{k}-{n}"}}' for k in "kp" for n in (1, 2, 3))
+    model_server.default = Reply(text=f"<operations>[{deletes}]</operations>\n<no_intervention/>")
+    proc = run_cli("eval", "safety", "--json", str(run), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["recordings"] == 1 and data["memorySteps"] >= 1
+    assert data["protectedAttempts"] >= 1
+    assert data["protectedDeleted"] == data["protectedOverwritten"] == data["copies"] == 0
+    assert "eval safety: django__django-16263" in proc.stderr
