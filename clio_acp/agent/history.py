@@ -48,6 +48,8 @@ WORKSPACE_NOTE_KEYS = 100
 
 
 class Row(Protocol):
+    """A journal row as the projection reads it (``JournalEntry`` is one)."""
+
     seq: int
     type: str
     data: dict[str, Any]
