@@ -1,7 +1,7 @@
 """Public functions document their shapes, units, errors and source (RULES.md), here
-checked for presence in every layer that reached full coverage (all but ``eval/``): a new public function
-without a docstring fails. Private names (``_x``, members of ``_X`` classes) and
-``@overload`` stubs are exempt. ``eval/`` joins when it is complete."""
+checked for presence in every layer that reached full coverage (all but ``eval/``,
+which joins when it is complete): a new public function without a docstring fails.
+Private names (``_x``, members of ``_X`` classes) and ``@overload`` stubs are exempt."""
 
 from __future__ import annotations
 

@@ -35,11 +35,7 @@ HANG_STAND_IN_S = 30
 cancels); no test waits that long, so it is not a wait."""
 
 # Fixed sleeps still in the suite: file -> reason. Shrink it; never grow it.
-SLEEP_EXCEPTIONS = {
-    "tests/memory/middleware/test_llm_step.py": (
-        "a negative check after releasing an aborted generation's model call (memory)"
-    ),
-}
+SLEEP_EXCEPTIONS: dict[str, str] = {}
 
 
 def _test_files() -> list[Path]:
