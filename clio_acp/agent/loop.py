@@ -259,6 +259,14 @@ class AgentLoop:
                     state.stop_notice = (
                         f"Answer stopped: the model kept repeating {turn.stop_detail}."
                     )
+                elif not state.completion_checked:
+                    # §13.6: before the turn ends, memory may list the task's
+                    # requirements once; the model then continues once.
+                    state.completion_checked = True
+                    check = self.memory.completion_check(self.session_id, state.turn_id)
+                    if check:
+                        self.queue_effects(check)
+                        continue
                 return "end_turn"
             for call in turn.tool_calls:
                 await run_tool_step(self, state, call.id, call.name, call.arguments)

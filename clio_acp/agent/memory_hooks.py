@@ -118,6 +118,12 @@ class MemoryHooks(Protocol):
         """Start the detached LLM-tier step if due (never awaited by the turn)."""
         return None
 
+    def completion_check(self, session_id: str, turn_id: str) -> list[MemoryEffect]:
+        """The model answered without tool calls (§13.6): at most once per task, a
+        reminder listing the captured requirements; the loop then lets the model
+        continue once."""
+        return []
+
     def take_deferred(self) -> list[InjectReminder]:
         """Drain reminders buffered for the next request (confirms restore offers
         handed out earlier: the request carrying them is about to be sent, §12.6)."""
@@ -325,6 +331,10 @@ class MiddlewareHooks:
     def evaluate_turn_end(self, session_id: str, turn_id: str) -> None:
         """``MemoryMiddleware.evaluate_detached``: maybe start the LLM step."""
         self.middleware.evaluate_detached(turn_id, session_id=session_id)
+
+    def completion_check(self, session_id: str, turn_id: str) -> list[MemoryEffect]:
+        """``MemoryMiddleware.completion_check``."""
+        return self._track(self.middleware.completion_check(turn_id, session_id=session_id))
 
     def take_deferred(self) -> list[InjectReminder]:
         """Confirm the tracked restore offers (§12.6), then drain the deferred

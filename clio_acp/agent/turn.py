@@ -41,6 +41,8 @@ class TurnState:
     stop_notice: str | None = None
     inflight: dict[str, str] = field(default_factory=dict)
     """tool_call_id -> tool name of calls started but not finished."""
+    completion_checked: bool = False
+    """Memory's completion check (§13.6) already let the model continue once."""
 
 
 def new_id(prefix: str) -> str:

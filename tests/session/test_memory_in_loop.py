@@ -202,3 +202,33 @@ async def test_handoff_lists_a_repeatedly_failing_command_as_unresolved(
     assert "config.yaml not found" in line
     assert "marker.txt" not in section
     assert "_(none)_" not in section
+
+
+async def test_first_answer_without_tool_calls_gets_one_completion_check(
+    rules_manager, workspace, model_server, recorder
+):
+    # §13.6: the task states requirements; the model answers without tool calls.
+    model_server.push(Reply(text="Done."), Reply(text="Checked: both hold."), Reply(text="Ok."))
+    session = await rules_manager.new_session(workspace, mode="bypass")
+    session.subscribe(recorder)
+    task = "Rename the flag. You must keep the old flag working. Never touch tests/."
+    assert await session.prompt(task) == "end_turn"
+    assert len(model_server.bodies) == 2  # the model continued once
+    second = json.dumps(model_server.bodies[1]["messages"])
+    assert "before you finish, check:" in second
+    assert "keep the old flag working" in second and "Never touch tests/" in second
+    (check,) = [r for r in recorder.of("memory_reminder") if r.trigger == "completion_check"]
+    assert len(check.cited_entries) == 2
+    # Never twice per task.
+    assert await session.prompt("Anything else?") == "end_turn"
+    assert len(model_server.bodies) == 3
+    assert "before you finish" not in json.dumps(model_server.bodies[2]["messages"][-1])
+
+
+async def test_no_completion_check_without_requirements(
+    rules_manager, workspace, model_server, recorder
+):
+    model_server.push(Reply(text="Hello!"))
+    session = await rules_manager.new_session(workspace, mode="bypass")
+    assert await session.prompt("say hello") == "end_turn"
+    assert len(model_server.bodies) == 1
