@@ -127,17 +127,22 @@ def recurring_problem_text(entry_id: str, line: str, steps: list[int], commands:
 
 def completion_check_text(requirements: list[tuple[str, str]]) -> str:
     """§13.6: "before you finish, check: …" listing the captured requirements
-    (``(entry id, text)``), each shortened so that all ids fit in the cap."""
+    (``(entry id, text)``). Each is shortened just enough for all to fit; when even
+    short forms do not, the first ones are listed and the rest cited by id only."""
     head = "Memory: before you finish, check: "
-    for per_item in (90, 60, 40, 28, 18, 0):
-        parts = [
-            f"[{entry_id}] {_cut(text, per_item).rstrip('.')}" if per_item else f"[{entry_id}]"
-            for entry_id, text in requirements
-        ]
+    for per_item in (120, 90, 60, 45):
+        parts = [f"[{i}] {_cut(text, per_item).rstrip('.')}" for i, text in requirements]
         text = head + "; ".join(parts) + "."
         if len(text) <= REMINDER_MAX_CHARS:
             return text
-    return _cut(text, REMINDER_MAX_CHARS)
+    ids_only = [f"[{i}]" for i, _ in requirements]
+    for shown in range(len(requirements) - 1, -1, -1):
+        parts = [f"[{i}] {_cut(t, 45).rstrip('.')}" for i, t in requirements[:shown]]
+        rest = ", ".join(ids_only[shown:])
+        text = head + "; ".join([*parts, f"also {rest}"]) + "."
+        if len(text) <= REMINDER_MAX_CHARS:
+            return text
+    return _cut(head + ", ".join(ids_only), REMINDER_MAX_CHARS)
 
 
 def loop_stop_text(command: str, repeats: int, line: str) -> str:
