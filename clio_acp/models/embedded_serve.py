@@ -37,6 +37,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--ctx-size", type=int, default=8192, help="tokens, split over slots")
     parser.add_argument("--threads", type=int, default=0, help="0: llama.cpp's default")
     parser.add_argument("--temp", type=float, default=0.2, help="default sampling temperature")
+    parser.add_argument(
+        "--repeat-penalty", type=float, default=1.0, help="default repetition penalty"
+    )
     parser.add_argument("--chat-template-file", default=None, help="Jinja chat template")
     parser.add_argument("--log-file", required=True, help="rotated log of the server")
     return parser.parse_args(argv)
@@ -80,6 +83,7 @@ def _params(args: argparse.Namespace, api_key: str):  # -> xllamacpp.CommonParam
     params.n_ctx = args.ctx_size
     params.use_jinja = True
     params.sampling.temp = args.temp
+    params.sampling.penalty_repeat = args.repeat_penalty
     if args.chat_template_file:
         params.chat_template = Path(args.chat_template_file).read_text(encoding="utf-8")
     if args.threads > 0:
