@@ -62,6 +62,8 @@ class Hosted:
     pump: asyncio.Task[None] | None = None
     turn: asyncio.Task[Any] | None = None
     cancelling: bool = False
+    in_command: bool = False
+    """The running turn is one of our slash commands (cancelled by cancelling its task)."""
     usage: UsageTotals = field(default_factory=lambda: core.UsageTotals())
     """Chat usage seen on this connection (its ``UsageUpdate`` events) for ``/usage``."""
 
@@ -70,8 +72,21 @@ class Hosted:
         self.queue.put_nowait(update)
 
     async def flush(self) -> None:
-        """Wait until every queued update has been written."""
-        await self.queue.join()
+        """Wait until every queued update has been written (at once when the pump is
+        gone: a released session's updates are dropped, its answers are not)."""
+        if self.pump is None or self.pump.done():
+            return
+        joined = asyncio.ensure_future(self.queue.join())
+        try:
+            await asyncio.wait({joined, self.pump}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            joined.cancel()
+
+    async def wait_turn(self, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s`` s) until the running turn has answered."""
+        turn = self.turn
+        if turn is not None and not turn.done() and turn is not asyncio.current_task():
+            await asyncio.wait({turn}, timeout=timeout_s)
 
     @property
     def turn_running(self) -> bool:
@@ -128,9 +143,10 @@ class Hosting:
         if hosted is None:
             return
         if cancel and hosted.turn_running:
-            hosted.cancelling = True
             with contextlib.suppress(Exception):
-                await hosted.session.cancel()
+                await cancel_turn(hosted)
+            # The turn's prompt is answered (cancelled) before the session goes away.
+            await hosted.wait_turn(RELEASE_FLUSH_S * 2)
         if hosted.unsubscribe:
             hosted.unsubscribe()
         with contextlib.suppress(Exception):
@@ -246,8 +262,12 @@ async def run_turn(hosted: Hosted, text: str) -> str:
 
 
 async def cancel_turn(hosted: Hosted) -> None:
-    """``session/cancel``: cancel the running turn (model stream, running command)."""
+    """``session/cancel``: cancel the running turn (model stream, running command; a
+    slash command such as ``/compact`` by cancelling its task)."""
     if not hosted.turn_running:
         return
     hosted.cancelling = True
+    if hosted.in_command and hosted.turn is not None:
+        hosted.turn.cancel()
+        return
     await hosted.session.cancel()

@@ -64,7 +64,7 @@ from clio_acp.acp.errors import (
     storage_unavailable,
 )
 from clio_acp.acp.hosting import ClientTools, Hosted, Hosting, cancel_turn, run_turn
-from clio_acp.acp.requests import RequestTracker
+from clio_acp.acp.requests import RequestTracker, uncancel_current
 from clio_acp.acp.slash import parse_slash, prompt_text, run_slash_command
 from clio_acp.acp.transport import LineTransport
 from clio_acp.settings import settings_error_notice
@@ -78,6 +78,10 @@ log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
 """ACP v1: the only version we speak (``acp.meta.PROTOCOL_VERSION``)."""
+
+CANCEL_WIND_DOWN_S = 30.0
+"""How long a prompt sent right after ``session/cancel`` waits for the cancelled turn
+to answer before it is refused as concurrent, seconds."""
 
 BOARD_METHOD = "clio/session/board"
 PROPOSE_METHOD = "clio/memory/propose"
@@ -374,6 +378,8 @@ class ClioAcpAgent:
     async def prompt(self, req: PromptRequest) -> dict[str, Any]:
         """ACP ``session/prompt``: one turn (or one slash command); ``{stopReason}``."""
         hosted = self.hosting.get(req.session_id)
+        if hosted.turn_running and hosted.cancelling:  # session/cancel then prompt: queue
+            await hosted.wait_turn(CANCEL_WIND_DOWN_S)
         if hosted.turn_running:
             raise RequestError.invalid_request(
                 {"details": "a prompt turn is already running in this session"}
@@ -415,10 +421,18 @@ class ClioAcpAgent:
 
     async def _slash(self, hosted: Hosted, name: str, args: list[str]) -> str:
         paths = self.manager().paths
+        hosted.in_command = True
         try:
             text = await run_slash_command(hosted.session, paths, name, args, usage=hosted.usage)
+        except asyncio.CancelledError:
+            if not hosted.cancelling:
+                raise
+            uncancel_current()
+            return "cancelled"
         except (core.CommandError, ValueError, LookupError, RuntimeError) as exc:
             text = f"/{name}: {message_of(exc)}\n"
+        finally:
+            hosted.in_command = False
         hosted.enqueue(updates.message_update(text, uuid.uuid4().hex))
         return "end_turn"
 
@@ -485,6 +499,18 @@ def _listed(info: Any) -> dict[str, Any]:
     return item
 
 
+def validated(model: type[BaseModel], payload: Any) -> Any:
+    """``payload`` as ``model``; ``-32602`` naming each bad field (``cwd: Field
+    required``) when it does not fit (ACP: invalid params)."""
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors()
+        )
+        raise invalid_params(problems) from None
+
+
 def build_router(agent: ClioAcpAgent) -> MessageRouter:
     """Our method table on the SDK's router: unknown methods are ``-32601``."""
     router = MessageRouter()
@@ -498,7 +524,7 @@ def build_router(agent: ClioAcpAgent) -> MessageRouter:
                     if not isinstance(payload, dict):
                         raise invalid_params("params must be an object")
                     return await func(payload)
-                return await func(model.model_validate(payload))
+                return await func(validated(model, payload))
             except core.JournalUnavailable as exc:
                 raise storage_unavailable(exc.reason, str(exc)) from None
 
@@ -515,7 +541,10 @@ def build_router(agent: ClioAcpAgent) -> MessageRouter:
 
     async def initialize(params: Any) -> Any:
         raw = params if isinstance(params, dict) else {}
-        return await agent.initialize(InitializeRequest.model_validate(raw), raw)
+        caps = raw.get("clientCapabilities")
+        if caps is not None and not isinstance(caps, dict):  # the SDK model lets it through
+            raise invalid_params("clientCapabilities: must be an object")
+        return await agent.initialize(validated(InitializeRequest, raw), raw)
 
     router.add_route(Route(method="initialize", func=track(initialize), kind="request"))
     request("authenticate", AuthenticateRequest, agent.authenticate)

@@ -210,7 +210,10 @@ class LineTransport:
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one message as one line; raises ``ConnectionError`` once closed."""
-        text = json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n"
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        # U+2028/U+2029 only occur inside JSON strings: escaped, they cannot split a line
+        # for a reader that treats them as line ends (newer Node readline).
+        text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
         # A lone surrogate (echoed from a client's "\ud800" escape) is only ever inside
         # a JSON string, where backslashreplace writes the same valid escape back.
         data = text.encode("utf-8", "backslashreplace")

@@ -78,3 +78,66 @@ async def test_cancel_request_on_a_prompt_ends_it_cancelled(model_server, tmp_pa
     finally:
         await peer.close()
     assert answer["result"] == {"stopReason": "cancelled"}
+
+
+def _chunk_of(m: dict) -> bool:
+    return m.get("params", {}).get("update", {}).get("sessionUpdate") == "agent_message_chunk"
+
+
+async def test_a_prompt_right_after_cancel_waits_for_the_cancelled_turn(model_server, tmp_path):
+    """Issue 21: ``session/cancel`` then an immediate ``session/prompt`` is queued behind
+    the winding-down turn, not refused with -32600."""
+    model_server.install_settings(memory=False)
+    model_server.push(Reply(text=["slow "] * 200, chunk_delay=0.05), Reply(text="again"))
+    peer = await RawPeer.start()
+    try:
+        sid, _ = await init_new(peer, tmp_path)
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+        await peer.send(req("p-1", "session/prompt", prompt))
+        await peer.recv_until(_chunk_of)
+        await peer.send(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        )
+        await peer.send(
+            req("p-2", "session/prompt", {**prompt, "prompt": [{"type": "text", "text": "again"}]})
+        )
+        first, _ = await peer.recv_until(lambda m: m.get("id") == "p-1")
+        second, _ = await peer.recv_until(lambda m: m.get("id") == "p-2")
+    finally:
+        await peer.close()
+    assert first["result"] == {"stopReason": "cancelled"}
+    assert second.get("result") == {"stopReason": "end_turn"}, second
+
+
+async def test_compact_honours_cancel(model_server, tmp_path):
+    """Issue 21: ``/compact`` is answered ``cancelled`` as soon as it is cancelled, not
+    after the (slow) summary is applied."""
+    model_server.install_settings(memory=False)
+    model_server.push(
+        Reply(text="first answer"),
+        Reply(text="second answer"),
+        Reply(text="the summary", delay=15),  # whether streamed or not: slow
+    )
+    peer = await RawPeer.start()
+
+    def prompt(rid: str, text: str) -> dict:
+        params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+        return req(rid, "session/prompt", params)
+
+    try:
+        sid, _ = await init_new(peer, tmp_path)
+        for n, text in enumerate(("hello", "more")):
+            await peer.send(prompt(f"p-{n}", text))
+            await peer.recv_until(lambda m, n=n: m.get("id") == f"p-{n}")
+        await peer.send(prompt("c-1", "/compact"))
+        await asyncio.to_thread(model_server.wait_for_requests, 3, 20)
+        started = asyncio.get_running_loop().time()
+        await peer.send(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        )
+        answer, _ = await peer.recv_until(lambda m: m.get("id") == "c-1")
+        waited = asyncio.get_running_loop().time() - started
+    finally:
+        await peer.close()
+    assert answer["result"] == {"stopReason": "cancelled"}
+    assert waited < 8  # the summary alone takes 15 s

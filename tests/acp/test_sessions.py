@@ -9,8 +9,8 @@ import pytest
 from acp import text_block
 from acp.exceptions import RequestError
 
-from tests.acp.conftest import start_session, texts_of
-from tests.support.acp_client import acp_agent, raw_request
+from tests.acp.conftest import init_new, req, start_session, texts_of
+from tests.support.acp_client import RawPeer, acp_agent, raw_request
 from tests.support.model_server import Reply, ToolCall
 
 pytestmark = pytest.mark.slow
@@ -117,3 +117,35 @@ async def test_fork_gives_a_new_session_that_carries_the_conversation(model_serv
     assert "original answer" in json.dumps(model_server.bodies[-1]["messages"])
     assert texts_of(client, "agent_message_chunk", forked.session_id) == "forked answer"
     assert unknown.value.code == -32002
+
+
+@pytest.mark.parametrize("method", ["session/load", "session/close", "session/delete"])
+async def test_a_running_prompt_is_answered_cancelled_when_its_session_goes(
+    method, model_server, tmp_path
+):
+    """Issue 21: load/close/delete of a session with a running turn end that turn with
+    ``cancelled`` (the editor's spinner stops) and answer the request itself."""
+    model_server.install_settings(memory=False)
+    model_server.push(Reply(text=["slow "] * 400, chunk_delay=0.05))
+    peer = await RawPeer.start()
+    try:
+        sid, _ = await init_new(peer, tmp_path)
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
+        await peer.send(req("p-1", "session/prompt", prompt))
+        await peer.recv_until(
+            lambda m: (
+                m.get("params", {}).get("update", {}).get("sessionUpdate") == "agent_message_chunk"
+            )
+        )
+        params = {"sessionId": sid}
+        if method == "session/load":
+            params.update(cwd=str(tmp_path), mcpServers=[])
+        await peer.send(req("s-1", method, params))
+        answers: dict = {}
+        while len(answers) < 2:
+            msg, _ = await peer.recv_until(lambda m: m.get("id") in ("p-1", "s-1"), wait_s=30)
+            answers[msg["id"]] = msg
+    finally:
+        await peer.close()
+    assert answers["p-1"]["result"] == {"stopReason": "cancelled"}
+    assert "result" in answers["s-1"], answers["s-1"]

@@ -245,3 +245,59 @@ async def test_after_response_callback_runs_after_the_response_is_written():
         await conn.close()
         for fd in (to_agent, from_agent):
             os.close(fd)
+
+
+async def test_line_separators_in_a_reply_are_escaped_on_the_wire(tmp_path):
+    """Issue 21: U+2028/U+2029 go out as ``\\u2028``/``\\u2029`` (newer Node readline
+    splits lines on the raw characters)."""
+    peer = await RawPeer.start()
+    try:
+        await peer.send(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+        )
+        await peer.recv_until(lambda m: m.get("id") == 1)
+        await peer.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "session/list",
+                "params": {"cwd": "rel\u2028\u2029"},
+            }
+        )
+        reply, _ = await peer.recv_until(lambda m: m.get("id") == 2)
+    finally:
+        await peer.close()
+    raw = b"".join(peer.lines)
+    assert "\u2028".encode() not in raw and "\u2029".encode() not in raw
+    assert b"\\u2028" in raw
+    assert reply["error"]["code"] == -32602
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "field"),
+    [
+        ("session/new", {"mcpServers": []}, "cwd"),
+        ("initialize", {"protocolVersion": 1, "clientCapabilities": 5}, "clientCapabilities"),
+        ("session/prompt", {"sessionId": "s", "prompt": "hi"}, "prompt"),
+    ],
+)
+async def test_bad_params_are_minus_32602_naming_the_field(method, params, field):
+    """Issue 21: a missing or mis-typed field is ``-32602`` that names it (not -32603)."""
+    peer = await RawPeer.start()
+    try:
+        if method != "initialize":
+            await peer.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": {"protocolVersion": 1},
+                }
+            )
+            await peer.recv_until(lambda m: m.get("id") == 0)
+        await peer.send({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        reply, _ = await peer.recv_until(lambda m: m.get("id") == 1)
+    finally:
+        await peer.close()
+    assert reply["error"]["code"] == -32602, reply
+    assert field in json.dumps(reply["error"]), reply
