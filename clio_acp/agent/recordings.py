@@ -96,6 +96,18 @@ _TASK_SCOPE = re.compile(
     re.IGNORECASE,
 )
 _PLACEHOLDER_TAG = re.compile(r"<([A-Za-z_]+)>")
+# Tags harnesses put the user's task in (mini-swe-agent, OpenHands and SWE-agent
+# templates), first match wins.
+_TASK_TAGS = ("pr_description", "issue_description", "issue", "problem_statement", "task")
+# Harness blocks that are never the task (instructions, format examples).
+_TEMPLATE_BLOCK = re.compile(
+    r"<(instructions|format_example|example_response|system_information)>.*?</\1>", re.DOTALL
+)
+# Terminus (pma-tb2): the task follows "Task Description:" up to the terminal state.
+_TERMINUS_TASK = re.compile(
+    r"(?:Task Description|Task|Instructions?):[ \t]*\n(.*?)(?:\n\s*Current terminal state:|\Z)",
+    re.DOTALL,
+)
 
 
 def _tag_body(text: str, tag: str) -> tuple[str, str] | None:
@@ -131,16 +143,17 @@ def split_task(fmt: str, prompt: str) -> tuple[str, list[str]]:
     without the format's markers is taken whole (a plain user prompt)."""
     prompt = prompt or ""
     if fmt == "pma":
-        match = re.search(
-            r"Task Description:\s*\n(.*?)(?:\n\s*Current terminal state:|\Z)", prompt, re.DOTALL
-        )
+        match = _TERMINUS_TASK.search(prompt)
         return (match.group(1).strip(), []) if match else (prompt.strip(), [])
-    tag = {"mini-swe-agent": "pr_description", "openhands": "issue_description"}.get(fmt)
-    found = _tag_body(prompt, tag) if tag else None
-    if found is None:
-        return prompt.strip(), []
-    task, template = found
-    task = re.sub(r"^Consider the following PR description:\s*", "", task).strip()
+    for tag in _TASK_TAGS:
+        found = _tag_body(prompt, tag)
+        if found is not None:
+            task, template = found
+            task = re.sub(r"^Consider the following (?:PR|issue) description:\s*", "", task)
+            return task.strip(), _scope_sentences(template)
+    # No task tag: drop the harness's instruction and example blocks if there are any.
+    template = "\n".join(m.group(0) for m in _TEMPLATE_BLOCK.finditer(prompt))
+    task = _TEMPLATE_BLOCK.sub("\n", prompt).strip()
     return task, _scope_sentences(template)
 
 

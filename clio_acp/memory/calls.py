@@ -752,7 +752,8 @@ _ENV_LINE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"(Could not resolve host|Temporary failure in name resolution|"
             r"Name or service not known|Connection refused|Connection reset|Network is unreachable|"
             r"No route to host|certificate verify failed|SSL certificate problem|"
-            r"TLS handshake|Could not connect to|Failed to connect to)",
+            r"TLS handshake|Could not connect to|Failed to connect to|"
+            r"(?-i:\bE(?:CONNREFUSED|CONNRESET|NOTFOUND|AI_AGAIN)\b))",
             re.IGNORECASE,
         ),
     ),
@@ -780,14 +781,16 @@ _ENV_LINE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 # chain (bash: x:, curl: (6), git@host:, fatal:, E:), with the phrase, or is a
 # traceback's final exception line. Report lines about *data* ("(line 1) broken
 # https://… NameResolutionError") start otherwise and never count.
-_OWN_LINE = re.compile(r"^(?:[\w@.+/\-\[\]]+:\s*(?:\(\d+\)\s*)?)+|^[A-Z][a-z]+ |^[A-Z]: ")
+_OWN_LINE = re.compile(
+    r"^(?:[\w@.+/\-\[\]]+:\s*(?:\(\d+\)\s*)?)+|^[A-Z][a-z]+ |^[A-Z]: |^[\w.-]+ ERR!"
+)
 _MISSING_MODULE = re.compile(r"No module named '?([\w.]+)'?")
 # Any phrase one of the checks below could match (a cheap first pass).
 _ENV_ANY = re.compile(
     r"not found|Permission denied|Operation not permitted|No module named|"
     r"No such file or directory|resolve|Name or service|Connection|unreachable|"
     r"No route|certificate|SSL|TLS|daemon|systemd|bus|No space|quota|compiler|"
-    r"locate package|distribution|satisfies",
+    r"locate package|distribution|satisfies|(?-i:\bE(?:CONN|NOTFOUND|AI_AGAIN))",
     re.IGNORECASE,
 )
 

@@ -91,3 +91,18 @@ def test_mini_prompt_without_pr_description_is_kept(tmp_path):
     path.write_text(json.dumps({"messages": messages, "instance_id": "x"}))
     (recording,) = load_recordings(path)
     assert recording.task == "Please never touch setup.py. Fix the parser."
+
+
+def test_a_prompt_without_a_task_tag_loses_the_harness_instruction_blocks():
+    prompt = (
+        "<instructions>\nYour response MUST include EXACTLY ONE bash code block.\n"
+        "DO NOT MODIFY: Tests.\n</instructions>\n"
+        "<format_example>```bash\nls\n```</format_example>\n"
+        "Fix the bug: the parser must accept ISO dates."
+    )
+    task, scope = split_task("mini-swe-agent", prompt)
+    assert task == "Fix the bug: the parser must accept ISO dates."
+    assert scope == ["DO NOT MODIFY: Tests."]
+    # OpenHands templates that use <pr_description> are read the same way.
+    task, _ = split_task("openhands", "<pr_description>\nAdd flag X.\n</pr_description>\nSteps…")
+    assert task == "Add flag X."

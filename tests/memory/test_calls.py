@@ -199,3 +199,19 @@ def test_a_bare_prompt_is_not_a_meaningful_signature():
     assert not meaningful_signature(problem_signature(">\n"))
     assert meaningful_signature(problem_signature(""))
     assert meaningful_signature(problem_signature("fatal: not a git repository"))
+
+
+def test_environment_signatures_are_environment_shaped_only():
+    from clio_acp.memory.calls import environment_signature
+
+    assert environment_signature("curl -s x", "bash: curl: command not found")
+    assert environment_signature("npm install", "npm ERR! code ENOTFOUND")
+    assert environment_signature("node app.js", "Error: connect ECONNREFUSED 127.0.0.1:5432")
+    assert environment_signature("python3 -m pytest t", "/usr/bin/python3: No module named pytest")
+    # Not the environment: a module error of the code itself, a missing folder for
+    # cd, an error class whose name merely contains "NotFound", a tool's report line.
+    assert environment_signature("pytest x", "ModuleNotFoundError: No module named 'mypkg'") is None
+    assert environment_signature("cd out", "bash: cd: out: No such file or directory") is None
+    assert environment_signature("python a.py", "FileNotFoundError: [Errno 2] x.txt") is None
+    report = "(line 1) broken https://h - NameResolutionError: Failed to resolve 'h'"
+    assert environment_signature("sphinx-build -b linkcheck . _b", report) is None
