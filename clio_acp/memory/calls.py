@@ -546,6 +546,8 @@ _PY_WRITES = re.compile(
     r"os\.(?:remove|rename|unlink)|shutil\."
 )
 _NULL_TARGETS = {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"}
+# A Python interpreter reading its script from a here-document.
+_PY_HEREDOC = re.compile(r"\bpython[\d.]*(?:\s+-[\w-]*)*\s+(?:-\s*)?<<-?\s*['\"]?\w")
 
 
 def _simple_command_changes(words: list[str]) -> bool:
@@ -596,7 +598,10 @@ def shell_changes_files(command: str) -> bool:
     ``/dev/null``), ``tee``, ``patch``, file utilities (``mv cp rm mkdir touch``…),
     builds (``make``), ``git apply/checkout/reset/restore/stash/…``, package installs
     (``pip install``, ``npm install``…), and Python scripts that write files
-    (``python -c`` with a write, or a script named like ``apply_fix.py``)."""
+    (``python -c`` with a write, a script named like ``apply_fix.py``, or a script
+    fed on stdin by a here-document that writes, ``python - <<'EOF' … open(p, 'w')``)."""
+    if _PY_HEREDOC.search(command) and _PY_WRITES.search(command):
+        return True
     return any(_simple_command_changes(words) for words in split_simple_commands(command))
 
 

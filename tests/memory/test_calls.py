@@ -215,3 +215,12 @@ def test_environment_signatures_are_environment_shaped_only():
     assert environment_signature("python a.py", "FileNotFoundError: [Errno 2] x.txt") is None
     report = "(line 1) broken https://h - NameResolutionError: Failed to resolve 'h'"
     assert environment_signature("sphinx-build -b linkcheck . _b", report) is None
+
+
+def test_python_fed_a_writing_heredoc_changes_files():
+    from clio_acp.memory.calls import shell_changes_files
+
+    edit = "python - <<'EOF'\np='x.py'\ns=open(p).read()\nopen(p,'w').write(s)\nEOF"
+    assert shell_changes_files(edit)
+    assert shell_changes_files("python -u - << 'PY'\nwith open('f','w') as f: f.write('x')\nPY")
+    assert not shell_changes_files("python3 <<EOF\nprint(open('data.txt').read())\nEOF")
