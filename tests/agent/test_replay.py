@@ -50,10 +50,10 @@ DEEP_JSON = "[" * 100_000
     ],
     ids=["deep-nesting", "null-message"],
 )
-def test_replay_reports_a_malformed_trajectory_without_traceback(run_cli, tmp_path, name, text):
+def test_replay_reports_a_malformed_trajectory_without_traceback(invoke_cli, tmp_path, name, text):
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
-    done = run_cli("replay", str(path))
+    done = invoke_cli("replay", str(path))
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert str(path) in done.stderr

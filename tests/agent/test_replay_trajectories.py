@@ -148,8 +148,8 @@ def test_unknown_format_gives_a_clear_error(tmp_path):
         load_recordings(mini("astropy__astropy-12907"), "swe")
 
 
-def test_replay_cli_json_shape_per_file(run_cli):
-    result = run_cli(
+def test_replay_cli_json_shape_per_file(invoke_cli):
+    result = invoke_cli(
         "replay",
         "--json",
         str(mini("django__django-16263")),
@@ -166,17 +166,17 @@ def test_replay_cli_json_shape_per_file(run_cli):
     assert lines[1]["summary"]["failures"] == 0
 
 
-def test_replay_cli_reports_bad_file_and_still_replays_the_others(run_cli, tmp_path):
+def test_replay_cli_reports_bad_file_and_still_replays_the_others(invoke_cli, tmp_path):
     bogus = tmp_path / "notes.txt"
     bogus.write_text("hello\n")
-    result = run_cli("replay", str(bogus), str(mini("astropy__astropy-12907")))
+    result = invoke_cli("replay", str(bogus), str(mini("astropy__astropy-12907")))
     assert result.returncode == 1
     assert "unknown trajectory format" in result.stderr
     assert "astropy__astropy-12907 (mini-swe-agent): 19 tool calls" in result.stdout
     assert "TOTAL: 1 files" in result.stdout
 
 
-def test_replay_runs_the_llm_tier_when_a_memory_route_is_configured(model_server, run_cli):
+def test_replay_runs_the_llm_tier_when_a_memory_route_is_configured(model_server, invoke_cli):
     from tests.support.model_server import Reply, usage
 
     model_server.install_settings()
@@ -190,7 +190,7 @@ def test_replay_runs_the_llm_tier_when_a_memory_route_is_configured(model_server
     model_server.default = Reply(
         text="<operations>[]</operations>\n<no_intervention/>", usage=usage(300, 5)
     )
-    result = run_cli("replay", "--json", str(mini("django__django-16263")))
+    result = invoke_cli("replay", "--json", str(mini("django__django-16263")))
     assert result.returncode == 0, result.stderr
     (report,) = [json.loads(line) for line in result.stdout.splitlines()]
     llm = [r for r in report["reminders"] if r["channel"] == "reminder"]
@@ -207,15 +207,15 @@ def test_replay_runs_the_llm_tier_when_a_memory_route_is_configured(model_server
     assert "[1/1] done:" in result.stderr
 
 
-def test_replay_of_several_files_prints_progress_per_file(run_cli):
+def test_replay_of_several_files_prints_progress_per_file(invoke_cli):
     files = [str(mini("django__django-16263")), str(mini("astropy__astropy-12907"))]
-    result = run_cli("replay", *files)
+    result = invoke_cli("replay", *files)
     assert result.returncode == 0, result.stderr
     assert "clio-acp replay: [1/2] " in result.stderr and "[2/2] done:" in result.stderr
     assert "memory step" not in result.stderr  # rules tier: no model calls
 
 
-def test_replay_writes_the_memory_trace_when_asked(model_server, run_cli, tmp_path):
+def test_replay_writes_the_memory_trace_when_asked(model_server, invoke_cli, tmp_path):
     # Issue 15 item 2: CLIO_ACP_MEMORY_TRACE works for replay, so an operator can see
     # what a memory route writes on recorded runs.
     from tests.support.model_server import Reply, usage
@@ -226,7 +226,7 @@ def test_replay_writes_the_memory_trace_when_asked(model_server, run_cli, tmp_pa
         text=answer + "</operations>\n<no_intervention/>", usage=usage(300, 5)
     )
     trace = tmp_path / "trace.jsonl"
-    result = run_cli(
+    result = invoke_cli(
         "replay",
         "--json",
         str(mini("django__django-16263")),
@@ -238,7 +238,7 @@ def test_replay_writes_the_memory_trace_when_asked(model_server, run_cli, tmp_pa
     assert {r["sessionId"] for r in rows} == {"django__django-16263"}
     assert rows[0]["response"].startswith(answer) and rows[0]["bankOperations"] == 1
     assert rows[0]["userPrompt"].startswith("Task:\n")
-    without = run_cli("replay", "--json", str(mini("django__django-16263")))
+    without = invoke_cli("replay", "--json", str(mini("django__django-16263")))
     assert without.returncode == 0 and len(trace.read_text(encoding="utf-8").splitlines()) == len(
         rows
     )

@@ -10,14 +10,12 @@ from pathlib import Path
 from clio_acp.eval.tasks import DEFAULT_TASK_IDS, load_tasks
 
 
-def test_eval_ab_scripted_measures_content_not_presence(run_cli, tmp_path):
+def test_eval_ab_scripted_measures_content_not_presence(invoke_cli, tmp_path):
     # Issue 15 "Done when": over every shipped task (one seed), baseline, rules and llm
     # differ only where the memory text carried the task's key fact; every distractor
     # variant scores as the baseline; the report prints the intervals.
     keep = tmp_path / "trials"
-    proc = run_cli(
-        "eval", "ab", "--scripted", "--json", "--seeds", "1", "--keep", str(keep), timeout=900
-    )
+    proc = invoke_cli("eval", "ab", "--scripted", "--json", "--seeds", "1", "--keep", str(keep))
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     tasks = {t.id: t for t in load_tasks()}
@@ -64,8 +62,8 @@ def test_eval_ab_scripted_measures_content_not_presence(run_cli, tmp_path):
     assert not (Path(os.environ["CLIO_ACP_STATE_DIR"]) / "memory" / "steps.jsonl").exists()
 
 
-def test_eval_ab_text_report_prints_intervals_and_the_task_matrix(run_cli):
-    proc = run_cli(
+def test_eval_ab_text_report_prints_intervals_and_the_task_matrix(invoke_cli):
+    proc = invoke_cli(
         "eval",
         "ab",
         "--scripted",
@@ -74,7 +72,6 @@ def test_eval_ab_text_report_prints_intervals_and_the_task_matrix(run_cli):
         "--variants",
         "baseline,rules",
         *[f"--task={t}" for t in DEFAULT_TASK_IDS],
-        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
@@ -85,7 +82,7 @@ def test_eval_ab_text_report_prints_intervals_and_the_task_matrix(run_cli):
     assert lines[-1] == "measured"
 
 
-def test_eval_ab_table_and_user_tasks_folder(run_cli, tmp_path):
+def test_eval_ab_table_and_user_tasks_folder(invoke_cli, tmp_path):
     folder = tmp_path / "tasks"
     folder.mkdir()
     for tid, check in (("ok-1", "true"), ("ok-2", "test -f out.txt"), ("ko-3", "false")):
@@ -95,9 +92,7 @@ def test_eval_ab_table_and_user_tasks_folder(run_cli, tmp_path):
             "        - {write: out.txt, content: done}\n        - {say: written}\n",
             encoding="utf-8",
         )
-    proc = run_cli(
-        "eval", "ab", "--scripted", "--tasks", str(folder), "--variants", "baseline", timeout=300
-    )
+    proc = invoke_cli("eval", "ab", "--scripted", "--tasks", str(folder), "--variants", "baseline")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert any(line.startswith("ko-3 ") and "0/3" in line for line in lines)
@@ -105,14 +100,14 @@ def test_eval_ab_table_and_user_tasks_folder(run_cli, tmp_path):
     assert lines[-1] == "measured"
 
 
-def test_eval_ab_refuses_too_few_tasks_and_unknown_targets(run_cli, tmp_path):
-    proc = run_cli("eval", "ab", "--scripted", "--task", DEFAULT_TASK_IDS[0])
+def test_eval_ab_refuses_too_few_tasks_and_unknown_targets(invoke_cli, tmp_path):
+    proc = invoke_cli("eval", "ab", "--scripted", "--task", DEFAULT_TASK_IDS[0])
     assert proc.returncode == 1 and "at least 3 tasks" in proc.stderr
-    proc = run_cli("eval", "ab", "--target", "nowhere")
+    proc = invoke_cli("eval", "ab", "--target", "nowhere")
     assert proc.returncode == 1 and "unknown target 'nowhere'" in proc.stderr
 
 
-def test_eval_ab_target_runs_the_same_tasks_on_a_configured_model(model_server, run_cli):
+def test_eval_ab_target_runs_the_same_tasks_on_a_configured_model(model_server, invoke_cli):
     # --target: the tasks run against a model from settings (here a loopback server
     # that answers every request with a short final answer); key facts are judged
     # from the memory text the session delivered, and each seed goes to chat.seed.
@@ -120,7 +115,7 @@ def test_eval_ab_target_runs_the_same_tasks_on_a_configured_model(model_server, 
 
     model_server.install_settings()
     model_server.default = Reply(text="Done.")
-    proc = run_cli(
+    proc = invoke_cli(
         "eval",
         "ab",
         "--target",
@@ -131,7 +126,6 @@ def test_eval_ab_target_runs_the_same_tasks_on_a_configured_model(model_server, 
         "--variants",
         "baseline,rules",
         *[f"--task={t}" for t in DEFAULT_TASK_IDS],
-        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)

@@ -21,9 +21,9 @@ REGEX_LOG = PMA / "regex-log" / "memory-v3-opus" / "trajectory_agent.steps.jsonl
 pytestmark = pytest.mark.skipif(not PMA.is_dir(), reason="shared trajectories not present")
 
 
-def test_html_report_is_self_contained_and_marks_every_reminder_step(run_cli, tmp_path):
+def test_html_report_is_self_contained_and_marks_every_reminder_step(invoke_cli, tmp_path):
     out = tmp_path / "report.html"
-    proc = run_cli("replay", "--json", "--html", str(out), str(BLIND_RETRY), str(REGEX_LOG))
+    proc = invoke_cli("replay", "--json", "--html", str(out), str(BLIND_RETRY), str(REGEX_LOG))
     assert proc.returncode == 0, proc.stderr
     reports = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     page = out.read_text(encoding="utf-8")
@@ -78,8 +78,8 @@ def _paper_injections(memory_log) -> list[int]:
     return steps
 
 
-def test_compare_pma_on_the_real_pma_tb2_runs(run_cli):
-    proc = run_cli("replay", "--compare-pma", str(PMA), "--json", timeout=180)
+def test_compare_pma_on_the_real_pma_tb2_runs(invoke_cli):
+    proc = invoke_cli("replay", "--compare-pma", str(PMA), "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["tiers"] == ["rules"]
@@ -120,13 +120,13 @@ def test_chance_baseline_is_the_exact_expectation():
     assert chance_matches([(0, 1)], [(0, 1), (1, 0)], 1) == 0.5
 
 
-def test_compare_pma_text_report_and_errors(run_cli, tmp_path):
-    proc = run_cli("replay", "--compare-pma", str(PMA / "hf-model-inference"))
+def test_compare_pma_text_report_and_errors(invoke_cli, tmp_path):
+    proc = invoke_cli("replay", "--compare-pma", str(PMA / "hf-model-inference"))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[-3].startswith("TOTAL: 1 runs, paper 1 injections")
     assert lines[-2].startswith("CHANCE: the same number of reminders at random agent steps")
-    empty = run_cli("replay", "--compare-pma", str(tmp_path))
+    empty = invoke_cli("replay", "--compare-pma", str(tmp_path))
     assert empty.returncode == 1 and "trajectory_memory.steps.jsonl" in empty.stderr
-    nothing = run_cli("replay")
+    nothing = invoke_cli("replay")
     assert nothing.returncode == 2 and "--compare-pma" in nothing.stderr

@@ -349,11 +349,11 @@ def _handoff_text(content_json: str, entry_id_json: str = '"tm-k-1"') -> str:
     ids=["session-id", "evidence-ref", "entry-id"],
 )
 def test_promote_refuses_a_handoff_whose_identifiers_hold_a_secret(
-    run_cli, tmp_path, isolated_dirs, session_id, evidence, entry_id
+    invoke_cli, tmp_path, isolated_dirs, session_id, evidence, entry_id
 ):
     handoff = tmp_path / "handoff.md"
     handoff.write_text(_handoff_with_source(session_id, evidence, entry_id), encoding="utf-8")
-    done = run_cli(
+    done = invoke_cli(
         "memory", "promote", "--from-handoff", str(handoff), "--scope", "global",
         "--acknowledge-global",
     )  # fmt: skip
@@ -363,11 +363,11 @@ def test_promote_refuses_a_handoff_whose_identifiers_hold_a_secret(
 
 
 def test_promote_of_a_clean_handoff_redacts_the_lesson_and_writes_no_secret(
-    run_cli, tmp_path, isolated_dirs
+    invoke_cli, tmp_path, isolated_dirs
 ):
     handoff = tmp_path / "handoff.md"
     handoff.write_text(_handoff_with_source("s1", "session:s1", "tm-k-1"), encoding="utf-8")
-    done = run_cli(
+    done = invoke_cli(
         "memory", "promote", "--from-handoff", str(handoff), "--scope", "global",
         "--acknowledge-global",
     )  # fmt: skip
@@ -378,11 +378,11 @@ def test_promote_of_a_clean_handoff_redacts_the_lesson_and_writes_no_secret(
 
 
 def test_promote_from_a_handoff_with_a_lone_surrogate_escape_writes_utf8(
-    run_cli, tmp_path, isolated_dirs
+    invoke_cli, tmp_path, isolated_dirs
 ):
     handoff = tmp_path / "handoff.md"
     handoff.write_text(_handoff_text('"fact \\ud800 x"'), encoding="utf-8")
-    done = run_cli(
+    done = invoke_cli(
         "memory", "promote", "--from-handoff", str(handoff), "--scope", "global",
         "--acknowledge-global",
     )  # fmt: skip

@@ -384,11 +384,11 @@ def test_invalid_records_file_is_reported_and_never_overwritten(tmp_path, text):
     assert path.read_bytes() == before
 
 
-def test_memory_list_cli_reports_a_deeply_nested_records_file(run_cli, isolated_dirs):
+def test_memory_list_cli_reports_a_deeply_nested_records_file(invoke_cli, isolated_dirs):
     path = isolated_dirs["data"] / "memory" / "records.json"
     path.parent.mkdir(parents=True)
     path.write_text(DEEP_JSON, encoding="utf-8")
-    done = run_cli("memory", "list")
+    done = invoke_cli("memory", "list")
     assert done.returncode == 1
     assert "is invalid and was left untouched" in done.stderr
     assert "Traceback" not in done.stderr
