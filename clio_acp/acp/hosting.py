@@ -62,8 +62,12 @@ class Hosted:
     pump: asyncio.Task[None] | None = None
     turn: asyncio.Task[Any] | None = None
     cancelling: bool = False
+    notices: list[str] = field(default_factory=list)
+    """Problems to show once the session's answer is out (an MCP server that failed)."""
     in_command: bool = False
     """The running turn is one of our slash commands (cancelled by cancelling its task)."""
+    mcp: Any = None
+    """The session's MCP servers (``McpAttachment``), stopped when it is released."""
     usage: UsageTotals = field(default_factory=lambda: core.UsageTotals())
     """Chat usage seen on this connection (its ``UsageUpdate`` events) for ``/usage``."""
 
@@ -149,6 +153,9 @@ class Hosting:
             await hosted.wait_turn(RELEASE_FLUSH_S * 2)
         if hosted.unsubscribe:
             hosted.unsubscribe()
+        if hosted.mcp is not None:
+            with contextlib.suppress(Exception):
+                await hosted.mcp.aclose()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(hosted.flush(), timeout=RELEASE_FLUSH_S)
         if hosted.pump:
@@ -164,6 +171,18 @@ class Hosting:
         except Exception:
             log.exception("could not translate %s", type(event).__name__)
 
+    async def attach_mcp(self, hosted: Hosted, entries: list[Any] | None) -> None:
+        """Start the request's MCP servers for ``hosted`` (tools offered from the first
+        prompt on); entries we cannot serve and servers that fail become notices, sent
+        after the answer."""
+        from clio_acp.acp.mcp import server_specs
+
+        specs, problems = server_specs(entries)
+        if specs and hosted.mcp is None:
+            hosted.mcp = await core.attach_mcp_servers(hosted.session, specs)
+            problems += hosted.mcp.problems
+        hosted.notices.extend(problems)
+
     def after_response(self, session_id: str, then: Callable[[Hosted], None] | None = None) -> None:
         """Send ``available_commands_update`` once the current response is out, then
         call ``then(hosted)`` (more updates that must follow the response)."""
@@ -172,6 +191,10 @@ class Hosting:
             hosted = self._hosted.get(session_id)
             if hosted is not None:
                 hosted.enqueue(updates.available_commands_update())
+                notices, hosted.notices = hosted.notices, []
+                for text in notices:
+                    event = core.Notice(session_id=session_id, level="warning", text=text)
+                    self.enqueue_event(hosted, event)
                 if then is not None:
                     then(hosted)
 

@@ -264,13 +264,9 @@ class ClioAcpAgent:
     async def new_session(self, req: NewSessionRequest) -> dict[str, Any]:
         """ACP ``session/new``: ``{sessionId, modes, configOptions}``."""
         cwd = absolute(req.cwd)
-        if req.mcp_servers:  # honest capabilities: MCP is not implemented (yet)
-            log.warning(
-                "ignoring %d MCP server(s): clio-acp has no MCP client", len(req.mcp_servers)
-            )
         roots = [absolute(p, "additionalDirectories") for p in req.additional_directories or []]
         session = await self.manager().new_session(cwd, extra_roots=roots)
-        self.hosting.host(session)
+        await self.hosting.attach_mcp(self.hosting.host(session), req.mcp_servers)
         self.hosting.after_response(session.id, self._tell_settings_problem)
         return {"sessionId": session.id, **self._session_state(session)}
 
@@ -295,6 +291,7 @@ class ClioAcpAgent:
         await self.hosting.release(req.session_id, cancel=True)
         session, history = await self._call(self.manager().load_session, req.session_id)
         hosted = self.hosting.host(session)
+        await self.hosting.attach_mcp(hosted, req.mcp_servers)
         for event in history:
             self.hosting.enqueue_event(hosted, event)
         await hosted.flush()
@@ -309,7 +306,7 @@ class ClioAcpAgent:
             session = hosted.session
         else:
             session = await self._call(self.manager().resume_session, req.session_id)
-            self.hosting.host(session)
+            await self.hosting.attach_mcp(self.hosting.host(session), req.mcp_servers)
         self.hosting.after_response(session.id)
         return self._session_state(session)
 

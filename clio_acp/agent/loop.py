@@ -159,6 +159,10 @@ class AgentLoop:
             self._tool_schemas = self.registry.schemas()
         return self._tool_schemas
 
+    def tools_changed(self) -> None:
+        """The registry gained or lost tools (MCP servers): rebuild the list next request."""
+        self._tool_schemas = None
+
     def queue_effects(self, effects: Sequence[MemoryEffect]) -> None:
         """Keep the ``InjectReminder`` effects of ``effects`` for delivery before the next
         model request; other effects are handled where they arise."""

@@ -17,6 +17,8 @@ face's ``initialize``:
   (``session/commands.py``), with :class:`CommandError` and :class:`UsageTotals`;
 - :class:`PermissionDecision`, :class:`PermissionRequest`, :data:`PERMISSION_MODES` —
   what a face's permission handler receives and answers;
+- :func:`attach_mcp_servers`, :class:`McpServerSpec`, :class:`McpAttachment` — the
+  client's MCP servers for a session (``session/mcp_servers.py``);
 - :class:`LocalToolHost`, :class:`CommandResult`, :data:`OutputCallback` — for a face
   that hosts tools on the client (ACP ``fs/*``, ``terminal/*``).
 """
@@ -33,6 +35,9 @@ _EXPORTS: dict[str, str] = {
     "SessionNotFound": "clio_acp.session.manager",
     "SessionBusy": "clio_acp.session.manager",
     "JournalUnavailable": "clio_acp.session.journal",
+    "McpAttachment": "clio_acp.session.mcp_servers",
+    "McpServerSpec": "clio_acp.session.mcp_servers",
+    "attach_mcp_servers": "clio_acp.session.mcp_servers",
     "CommandError": "clio_acp.session.commands",
     "UsageTotals": "clio_acp.session.commands",
     "PermissionDecision": "clio_acp.agent.permissions",
@@ -70,6 +75,8 @@ __all__ = [
     "HandoffOffer",
     "JournalUnavailable",
     "LocalToolHost",
+    "McpAttachment",
+    "McpServerSpec",
     "MemoryCleared",
     "MemoryProposal",
     "MemoryReminder",
@@ -94,6 +101,7 @@ __all__ = [
     "UsageTotals",
     "UsageUpdate",
     "UserMessage",
+    "attach_mcp_servers",
     "commands",
     "events",
     "fence_for",
@@ -155,3 +163,4 @@ if TYPE_CHECKING:
         SessionManager,
         SessionNotFound,
     )
+    from clio_acp.session.mcp_servers import McpAttachment, McpServerSpec, attach_mcp_servers

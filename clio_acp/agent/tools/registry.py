@@ -39,6 +39,16 @@ class ToolRegistry:
         self._tools = {t.name: t for t in tools}
         self._schemas = {t.name: _schema_of(t) for t in tools}
 
+    def add(self, spec: ToolSpec) -> None:
+        """Offer one more tool (an MCP server's); a tool of the same name is replaced."""
+        self._tools[spec.name] = spec
+        self._schemas[spec.name] = spec.schema()
+
+    def remove(self, name: str) -> None:
+        """Stop offering tool ``name`` (its server stopped)."""
+        self._tools.pop(name, None)
+        self._schemas.pop(name, None)
+
     def get(self, name: str) -> ToolSpec | None:
         """The spec of tool ``name``, or None for an unknown tool."""
         return self._tools.get(name)

@@ -55,9 +55,21 @@ class ToolSpec:
     run: ToolRun = field(repr=False)
     spillable: bool = True
     """False for the read-back tools: their output is already a bounded slice."""
+    parameters: dict[str, Any] | None = None
+    """A JSON schema given as is (an MCP tool's ``inputSchema``) instead of one derived
+    from ``args_model``."""
 
     def schema(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry for this tool."""
+        if self.parameters is not None:
+            return {
+                "type": "function",
+                "function": {
+                    "name": self.name,
+                    "description": self.description,
+                    "parameters": self.parameters,
+                },
+            }
         params = self.args_model.model_json_schema()
         params.pop("title", None)
         for prop in params.get("properties", {}).values():
