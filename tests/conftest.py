@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import io
 import os
 import subprocess
@@ -73,6 +75,25 @@ def run_cli():
     return _run
 
 
+def _main_exit_code(main, argv: list[str]) -> int:
+    """``main(argv)``'s exit code (argparse's ``SystemExit`` included). Called from a
+    coroutine (a running loop), it runs on a worker thread, where the command may start
+    its own event loop; the caller waits, as it would for a subprocess."""
+
+    def call() -> int:
+        try:
+            return main(argv)
+        except SystemExit as exc:  # argparse usage errors and --help
+            return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return call()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(call).result()
+
+
 @pytest.fixture
 def invoke_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
     """``run_cli`` in this process: ``clio_acp.cli.main(args)`` with ``input`` on stdin,
@@ -96,10 +117,7 @@ def invoke_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[st
                 patch.setenv(key, value)
             stdin = io.TextIOWrapper(io.BytesIO((input or "").encode("utf-8")), encoding="utf-8")
             patch.setattr(sys, "stdin", stdin)
-            try:
-                code = main(list(args))
-            except SystemExit as exc:  # argparse usage errors and --help
-                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+            code = _main_exit_code(main, list(args))
         out, err = capsys.readouterr()
         return subprocess.CompletedProcess(["clio-acp", *args], code, out, err)
 

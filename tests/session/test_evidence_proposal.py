@@ -28,11 +28,11 @@ async def _failing_turn(manager, workspace, model_server):
 
 
 async def test_an_event_proposal_is_unapproved_then_reaches_the_next_prompt_once_approved(
-    manager, workspace, model_server, run_cli
+    manager, workspace, model_server, invoke_cli
 ):
     session, seq = await _failing_turn(manager, workspace, model_server)
     ref = f"{session.id}:{seq}"
-    proposed = run_cli("memory", "propose", "--from-evidence", ref, "--scope", "repo", "--json")
+    proposed = invoke_cli("memory", "propose", "--from-evidence", ref, "--scope", "repo", "--json")
     assert proposed.returncode == 0, proposed.stderr
     result = json.loads(proposed.stdout)
     assert result["status"] == "proposed" and result["created"] is True
@@ -40,7 +40,7 @@ async def test_an_event_proposal_is_unapproved_then_reaches_the_next_prompt_once
     assert "ModuleNotFoundError: No module named yaml" in result["lesson"]
     assert result["lesson"].startswith("Run `echo")
 
-    listed = json.loads(run_cli("memory", "list", "--json").stdout)
+    listed = json.loads(invoke_cli("memory", "list", "--json").stdout)
     (record,) = listed
     assert record["approved"] is False and record["evidenceRefs"] == [f"event:{session.id}:{seq}"]
     assert record["provenance"]["sourceKind"] == "evidence"
@@ -50,10 +50,10 @@ async def test_an_event_proposal_is_unapproved_then_reaches_the_next_prompt_once
     await session.prompt("again")
     assert "No module named yaml" not in _system(model_server.bodies[-1])
 
-    again = run_cli("memory", "propose", "--from-evidence", ref, "--scope", "repo", "--json")
+    again = invoke_cli("memory", "propose", "--from-evidence", ref, "--scope", "repo", "--json")
     assert json.loads(again.stdout)["created"] is False  # idempotent id
 
-    approved = run_cli("memory", "approve", result["recordId"])
+    approved = invoke_cli("memory", "approve", result["recordId"])
     assert approved.returncode == 0, approved.stderr
     model_server.push(Reply(text="hello"))
     fresh = await manager.new_session(workspace)
@@ -64,10 +64,12 @@ async def test_an_event_proposal_is_unapproved_then_reaches_the_next_prompt_once
     assert f"event:{session.id}:{seq}" in system
 
 
-async def test_operator_content_replaces_the_event_text(manager, workspace, model_server, run_cli):
+async def test_operator_content_replaces_the_event_text(
+    manager, workspace, model_server, invoke_cli
+):
     session, seq = await _failing_turn(manager, workspace, model_server)
     short = session.id[:12]  # a unique prefix is enough
-    out = run_cli(
+    out = invoke_cli(
         "memory",
         "propose",
         "--from-evidence",
@@ -80,39 +82,39 @@ async def test_operator_content_replaces_the_event_text(manager, workspace, mode
     )
     assert out.returncode == 0, out.stderr
     assert "lesson: Install PyYAML before running the suite." in out.stdout
-    (record,) = json.loads(run_cli("memory", "list", "--json").stdout)
+    (record,) = json.loads(invoke_cli("memory", "list", "--json").stdout)
     assert record["scope"] == "global" and record["approved"] is False
 
 
-async def test_a_user_message_is_evidence_too(manager, workspace, model_server, run_cli):
+async def test_a_user_message_is_evidence_too(manager, workspace, model_server, invoke_cli):
     model_server.push(Reply(text="noted"))
     session = await manager.new_session(workspace)
     await session.prompt("Always run the tests with -p no:cacheprovider in this repo.")
     prompt_row = next(r for r in session.rows() if r.type == "prompt")
-    out = run_cli(
+    out = invoke_cli(
         "memory", "propose", "--from-evidence", f"{session.id}:{prompt_row.seq}", "--scope", "repo"
     )
     assert out.returncode == 0, out.stderr
     assert "lesson: Always run the tests with -p no:cacheprovider in this repo." in out.stdout
 
 
-async def test_cli_errors_name_the_problem(manager, workspace, model_server, run_cli):
+async def test_cli_errors_name_the_problem(manager, workspace, model_server, invoke_cli):
     session, seq = await _failing_turn(manager, workspace, model_server)
-    unknown = run_cli(
+    unknown = invoke_cli(
         "memory", "propose", "--from-evidence", f"{session.id}:999", "--scope", "repo"
     )
     assert unknown.returncode == 1 and "has no event 999" in unknown.stderr
-    malformed = run_cli("memory", "propose", "--from-evidence", "nonsense", "--scope", "repo")
+    malformed = invoke_cli("memory", "propose", "--from-evidence", "nonsense", "--scope", "repo")
     assert malformed.returncode == 2 and "SESSION:EVENT" in malformed.stderr
-    no_ack = run_cli(
+    no_ack = invoke_cli(
         "memory", "propose", "--from-evidence", f"{session.id}:{seq}", "--scope", "global"
     )
     assert no_ack.returncode == 2 and "--acknowledge-global" in no_ack.stderr
-    no_session = run_cli("memory", "propose", "--from-evidence", "sess_zzz:1", "--scope", "repo")
+    no_session = invoke_cli("memory", "propose", "--from-evidence", "sess_zzz:1", "--scope", "repo")
     assert no_session.returncode == 1 and "session not found" in no_session.stderr
     turn_end = next(r for r in session.rows() if r.type == "turn_ended")
-    empty = run_cli(
+    empty = invoke_cli(
         "memory", "propose", "--from-evidence", f"{session.id}:{turn_end.seq}", "--scope", "repo"
     )
     assert empty.returncode == 1 and "no text" in empty.stderr
-    assert json.loads(run_cli("memory", "list", "--json").stdout) == []
+    assert json.loads(invoke_cli("memory", "list", "--json").stdout) == []
