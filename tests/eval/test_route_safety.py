@@ -53,7 +53,7 @@ async def test_hostile_answers_are_counted_and_nothing_unsafe_lands():
 
 
 def test_eval_safety_cli_needs_a_memory_route_and_counts_on_a_recorded_run(
-    model_server, run_cli, shared_dir
+    model_server, invoke_cli, shared_dir
 ):
     from tests.support.model_server import Reply
 
@@ -64,12 +64,12 @@ def test_eval_safety_cli_needs_a_memory_route_and_counts_on_a_recorded_run(
         / "django__django-16263.traj.json"
     )
     model_server.install_settings(memory=False)
-    refused = run_cli("eval", "safety", str(run))
+    refused = invoke_cli("eval", "safety", str(run))
     assert refused.returncode == 1 and "no memory route" in refused.stderr
     model_server.install_settings()
     deletes = ",".join(f'{{"op":"delete","id":"tm-{k}-{n}"}}' for k in "kp" for n in (1, 2, 3))
     model_server.default = Reply(text=f"<operations>[{deletes}]</operations>\n<no_intervention/>")
-    proc = run_cli("eval", "safety", "--json", str(run), timeout=300)
+    proc = invoke_cli("eval", "safety", "--json", str(run))
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["recordings"] == 1 and data["memorySteps"] >= 1
