@@ -111,6 +111,24 @@ async def test_compaction_during_replay_offers_restore_with_status_free_rules_st
     assert "Requirement from the user" in restores[0].text
 
 
+async def test_restore_of_django_16560_carries_goal_files_failure_constraints_not_boilerplate():
+    # Issue 14 done-when: `clio-acp replay --compact-every 40` on django__django-16560.
+    (report,) = await replay_file(mini("django__django-16560"), compact_every=40)
+    restores = [r.text for r in report.reminders if r.channel == "restore"]
+    assert len(restores) == 3
+    goal = "Goal: Allow to customize the code attribute of ValidationError raised by"
+    assert all(goal in text for text in restores)
+    assert all("django/db/models/constraints.py" in text for text in restores)
+    assert all("DO NOT MODIFY: Tests, configuration files" in text for text in restores)
+    live = restores[1]  # after call 80: the rerun of reproduce_issue_v2.py still fails
+    assert "Unresolved failures: `python reproduce_issue_v2.py` since step 47" in live
+    assert "SyntaxError: '(' was never closed" in live
+    for text in restores:
+        for boilerplate in ("EXACTLY ONE", "THOUGHT", "COMPLETE_TASK_AND_SUBMIT", "subshell"):
+            assert boilerplate not in text
+        assert text.splitlines()[1].startswith("- [tm-s-")  # the status comes first
+
+
 def test_openhands_adapter_reads_native_exit_codes():
     (recording,) = load_recordings(TRAJ / "openhands-swebl-gpt5" / "output.jsonl")
     assert recording.format == "openhands"
