@@ -5,6 +5,7 @@ Owns the labels file shape and :func:`score_reports`. A labels file
 is ``{version: 1, vocabulary: […], runs: {"<path>::<instance>": {calls, labels,
 notes}}}`` with one label per tool call (1-based call *k* is ``labels[k-1]``). A
 label is one of the vocabulary or two joined by ``+`` (``blind_retry+environment``).
+A bare ``{"<instance>": [label, …]}`` mapping is read the same way.
 
 Each reminder of a replay report is attached to the call it fired at (an
 annotation or stop: its call; a turn-end reminder: the last call before it;
@@ -58,12 +59,13 @@ def load_labels(path: Path) -> dict[str, list[set[str]]]:
     """Instance name → per-call label sets. Raises ``LabelError``."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        runs = data["runs"]
+        runs = data["runs"] if isinstance(data, dict) and "runs" in data else data
         result: dict[str, list[set[str]]] = {}
         for key, run in runs.items():
             instance = str(key).split("::", 1)[-1]
-            labels = run["labels"]
-            if not isinstance(labels, list) or len(labels) != run.get("calls", len(labels)):
+            labels = run["labels"] if isinstance(run, dict) else run
+            calls = run.get("calls", len(labels)) if isinstance(run, dict) else len(labels)
+            if not isinstance(labels, list) or len(labels) != calls:
                 raise LabelError(f"{path}: run {key}: labels do not match calls")
             result[instance] = [set(str(label).split("+")) for label in labels]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:

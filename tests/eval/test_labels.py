@@ -114,3 +114,9 @@ async def test_figures_reached_on_the_shared_runs_are_pinned():
     assert t["recurring_problem"]["firedAtCalls"] == 0
     assert score["remindersAtQuietCalls"] == {"edit_changed_outcome": 0, "informative": 0}
     assert score["remindersPer100"] <= 1.98
+
+
+def test_a_bare_instance_to_labels_mapping_is_accepted(tmp_path):
+    path = tmp_path / "labels.json"
+    path.write_text('{"run-a": ["clean", "blind_retry+environment"]}')
+    assert load_labels(path) == {"run-a": [{"clean"}, {"blind_retry", "environment"}]}

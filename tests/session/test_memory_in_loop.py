@@ -207,28 +207,34 @@ async def test_handoff_lists_a_repeatedly_failing_command_as_unresolved(
 async def test_first_answer_without_tool_calls_gets_one_completion_check(
     rules_manager, workspace, model_server, recorder
 ):
-    # §13.6: the task states requirements; the model answers without tool calls.
-    model_server.push(Reply(text="Done."), Reply(text="Checked: both hold."), Reply(text="Ok."))
+    # §13.6: the task states requirements; after some work the model answers
+    # without tool calls.
+    ls = Reply(tool_calls=[ToolCall("run_command", json.dumps({"command": "ls"}), id="l1")])
+    model_server.push(ls, Reply(text="Done."), Reply(text="Checked: both hold."))
+    model_server.push(Reply(text="Ok."))
     session = await rules_manager.new_session(workspace, mode="bypass")
     session.subscribe(recorder)
     task = "Rename the flag. You must keep the old flag working. Never touch tests/."
     assert await session.prompt(task) == "end_turn"
-    assert len(model_server.bodies) == 2  # the model continued once
-    second = json.dumps(model_server.bodies[1]["messages"])
-    assert "before you finish, check:" in second
-    assert "keep the old flag working" in second and "Never touch tests/" in second
+    assert len(model_server.bodies) == 3  # the model continued once after "Done."
+    third = json.dumps(model_server.bodies[2]["messages"])
+    assert "before you finish, check:" in third
+    assert "keep the old flag working" in third and "Never touch tests/" in third
     (check,) = [r for r in recorder.of("memory_reminder") if r.trigger == "completion_check"]
     assert len(check.cited_entries) == 2
     # Never twice per task.
     assert await session.prompt("Anything else?") == "end_turn"
-    assert len(model_server.bodies) == 3
-    assert "before you finish" not in json.dumps(model_server.bodies[2]["messages"][-1])
+    assert len(model_server.bodies) == 4
+    assert "before you finish" not in json.dumps(model_server.bodies[3]["messages"][-1])
 
 
-async def test_no_completion_check_without_requirements(
+async def test_no_completion_check_without_requirements_or_without_work(
     rules_manager, workspace, model_server, recorder
 ):
-    model_server.push(Reply(text="Hello!"))
+    model_server.push(Reply(text="Hello!"), Reply(text="It must be short."))
     session = await rules_manager.new_session(workspace, mode="bypass")
     assert await session.prompt("say hello") == "end_turn"
     assert len(model_server.bodies) == 1
+    # A question answered with no tool call is not the end of a task.
+    assert await session.prompt("Why must it be short? You should explain.") == "end_turn"
+    assert len(model_server.bodies) == 2

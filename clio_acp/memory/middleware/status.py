@@ -11,7 +11,8 @@
 - Completion check: the first time in a task that a model response would end the
   turn without tool calls while captured requirements exist, one reminder lists
   them ("before you finish, check: …"); the loop lets the model continue once.
-  Never twice per task; never without a captured requirement.
+  Never twice per task; never without a captured requirement; never before the
+  first tool call (an answer to a question is not the end of a task).
 
 No model call happens here (invariant 6).
 """
@@ -102,8 +103,8 @@ class RulesStatus:
             rules = self._s.rules
             if not self._active(settings) or not settings.completion_check:
                 return []
-            if rules.completion_checked:
-                return []
+            if rules.completion_checked or self._s.tool_step == 0:
+                return []  # once per task; a chat answer with no work done is no finish
             ids = self.bank.ids()
             listed = [(i, text) for i, text in rules.requirement_entries if i in ids]
             if not listed:

@@ -95,6 +95,8 @@ def test_a_status_written_by_the_model_is_never_overwritten():
 def test_completion_check_lists_requirements_once_per_task():
     mw, sink = make()
     mw.turn_start("t1", TASK)
+    assert mw.completion_check("t1") == []  # no work done yet: not a finish
+    run(mw, "ls", OK)
     (check,) = mw.completion_check("t1")
     ids = [e.id for e in mw.bank.knowledge]
     assert check.trigger == "completion_check" and list(check.cited) == ids
@@ -118,9 +120,11 @@ def test_completion_check_lists_requirements_once_per_task():
 def test_completion_check_needs_requirements_and_is_switchable():
     mw, _ = make()
     mw.turn_start("t1", "Fix the bug in dates.py.")
+    run(mw, "ls", OK)
     assert mw.completion_check("t1") == []
     off, _ = make(completion_check=False)
     off.turn_start("t1", TASK)
+    run(off, "ls", OK)
     assert off.completion_check("t1") == []
 
 
@@ -130,6 +134,7 @@ def test_completion_check_fits_300_chars_with_many_requirements():
         f"- The exporter must write field number {i} as " + "x" * 60 for i in range(8)
     )
     mw.turn_start("t1", task)
+    run(mw, "ls", OK)
     (check,) = mw.completion_check("t1")
     assert len(check.cited) == 8 and len(check.text) <= 300
     assert all(f"[{i}]" in check.text for i in check.cited)
