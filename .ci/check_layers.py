@@ -85,7 +85,7 @@ _PENDING = "issue 13 part 2 (faces): to go behind session/__init__ and session/c
 _OFFLINE = "offline tool command: works on local files or endpoints with no session"
 FACE_EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
     "clio_acp.cli.session_cmd": (
-        frozenset({"agent", "models", "clio_acp.session.journal", "clio_acp.session.manager"}),
+        frozenset({"agent", "models", "clio_acp.session.journal"}),
         _PENDING,
     ),
     "clio_acp.cli.workspace_cmd": (frozenset({"clio_acp.session.workspace_values"}), _PENDING),

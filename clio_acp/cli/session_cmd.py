@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from clio_acp.agent.history import ROW_TYPES
-from clio_acp.agent.permissions import PERMISSION_MODES, PermissionDecision, PermissionRequest
 from clio_acp.cli.argtypes import positive_int
 from clio_acp.paths import resolve_paths
+from clio_acp.session import PERMISSION_MODES, PermissionDecision, PermissionRequest
 from clio_acp.settings import MAX_TURN_REQUESTS_DEFAULT
 
 EXIT_OK = 0
@@ -170,7 +170,7 @@ def _known_targets(settings, paths) -> list[str]:
 
 async def _run_async(args: argparse.Namespace) -> int:
     from clio_acp.agent.model_port import resolve_chat_model
-    from clio_acp.session.manager import SessionManager, SessionNotFound
+    from clio_acp.session import SessionManager, SessionNotFound
 
     paths, store = _settings_store()
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
