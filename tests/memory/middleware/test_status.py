@@ -138,3 +138,35 @@ def test_completion_check_fits_300_chars_with_many_requirements():
     (check,) = mw.completion_check("t1")
     assert len(check.cited) == 8 and len(check.text) <= 300
     assert all(f"[{i}]" in check.text for i in check.cited)
+
+
+def test_v2_switches_are_camel_case_keys_under_context_memory():
+    from clio_acp.settings import Settings
+
+    settings = Settings.model_validate(
+        {
+            "context": {
+                "memory": {
+                    "unchangedAfterEdit": False,
+                    "recurringProblem": False,
+                    "rulesStatus": False,
+                    "completionCheck": False,
+                    "environmentalFailures": False,
+                    "captureRequirements": False,
+                }
+            }
+        }
+    )
+    memory = settings.context.memory
+    assert not any(
+        (
+            memory.unchanged_after_edit,
+            memory.recurring_problem,
+            memory.rules_status,
+            memory.completion_check,
+            memory.environmental_failures,
+            memory.capture_requirements,
+        )
+    )
+    defaults = MemorySettings()
+    assert defaults.unchanged_after_edit and defaults.completion_check and defaults.rules_status
