@@ -200,6 +200,7 @@ async def _execute(loop: AgentLoop, call: PreparedCall) -> ToolResult:
         spill_store=loop.spill_store,
         on_output=on_output,
         values=loop.values,
+        emit=loop.emit,
     )
     assert call.args_model is not None
     return await loop.registry.execute(call.name, call.args_model, ctx)

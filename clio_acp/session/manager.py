@@ -46,6 +46,7 @@ from clio_acp.agent.model_port import ChatModel, resolve_chat_model
 from clio_acp.agent.permissions import PERMISSION_MODES, PermissionGate, PermissionHandler
 from clio_acp.agent.tools import (
     BUILTIN_TOOLS,
+    PLAN_TOOLS,
     WORKSPACE_TOOLS,
     LocalToolHost,
     ToolHost,
@@ -301,7 +302,7 @@ class Session:
             session_id=self.id,
             workspace=self.workspace,
             host=host,
-            registry=ToolRegistry((*BUILTIN_TOOLS, *WORKSPACE_TOOLS)),
+            registry=ToolRegistry((*BUILTIN_TOOLS, *WORKSPACE_TOOLS, *PLAN_TOOLS)),
             gate=self.gate,
             memory=memory,
             transcript=self.transcript,

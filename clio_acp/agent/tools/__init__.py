@@ -14,6 +14,7 @@ The names below are the package's public surface; import them from here.
 
 from clio_acp.agent.tools.builtin import BUILTIN_TOOLS, format_command_output
 from clio_acp.agent.tools.host import CommandResult, LocalToolHost, OutputCallback, ToolHost
+from clio_acp.agent.tools.plan import PLAN_TOOLS
 from clio_acp.agent.tools.registry import ToolRegistry
 from clio_acp.agent.tools.results import (
     ToolDisposition,
@@ -28,6 +29,7 @@ from clio_acp.agent.tools.workspace import Workspace, WorkspaceError
 
 __all__ = [
     "BUILTIN_TOOLS",
+    "PLAN_TOOLS",
     "WORKSPACE_TOOLS",
     "CommandResult",
     "LocalToolHost",

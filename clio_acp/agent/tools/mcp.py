@@ -137,7 +137,9 @@ class McpServer:
         async def run(args: BaseModel, ctx: ToolContext) -> ToolResult:
             return await self.call(remote, args.model_dump())
 
-        schema = dict(getattr(tool, "input_schema", None) or {"type": "object", "properties": {}})
+        schema = inline_refs(
+            dict(getattr(tool, "input_schema", None) or {"type": "object", "properties": {}})
+        )
         return ToolSpec(
             name=tool_name(self.spec.name, remote),
             description=(tool.description or remote) + f" (MCP server {self.spec.name})",
@@ -160,6 +162,29 @@ class McpServer:
             task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+
+
+def inline_refs(schema: dict[str, Any], depth: int = 8) -> dict[str, Any]:
+    """``schema`` with local ``$ref``s (``#/$defs/X``, ``#/definitions/X``) replaced by
+    their definitions and the definitions dropped (grammar-constrained local models
+    cannot resolve a reference); a reference nested deeper than ``depth`` (a recursive
+    type) becomes ``{}`` (any value)."""
+    defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
+
+    def walk(node: Any, level: int) -> Any:
+        if isinstance(node, list):
+            return [walk(n, level) for n in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(("#/$defs/", "#/definitions/")):
+            target = defs.get(ref.rsplit("/", 1)[1])
+            if target is None or level >= depth:
+                return {}
+            return walk({**target, **{k: v for k, v in node.items() if k != "$ref"}}, level + 1)
+        return {k: walk(v, level) for k, v in node.items() if k not in ("$defs", "definitions")}
+
+    return walk(schema, 0)
 
 
 def result_text(result: Any) -> str:

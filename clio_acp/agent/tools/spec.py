@@ -33,6 +33,8 @@ class ToolContext:
     on_output: OutputCallback | None = None
     values: WorkspaceValueStore | None = None
     """Where the named text workspace's values live (the session journal)."""
+    emit: Callable[[Any], Awaitable[None]] | None = None
+    """The session's event stream (the plan tool sends ``Plan`` events)."""
 
 
 class ToolInputError(ValueError):
