@@ -101,12 +101,7 @@ FACE_EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
 }
 
 # Units over the size limits: qualified name "module:Class.func" -> reason.
-SIZE_EXCEPTIONS: dict[str, str] = {
-    "clio_acp.session.journal:Journal": (
-        "batched appends (28083df) grew it past 400: the batch writer is to move to its own "
-        "class (session owner)"
-    ),
-}
+SIZE_EXCEPTIONS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)

@@ -193,6 +193,148 @@ def _session_record(row: Sequence[Any]) -> SessionRecord:
     )
 
 
+def _copy_history(conn: sqlite3.Connection, source_id: str, target_id: str) -> int:
+    """Copy the events, spills and workspace values of ``source_id`` into
+    ``target_id`` in one transaction; returns the number of events copied."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        cur = conn.execute(
+            "INSERT INTO events (session_id, seq, type, at, data) "
+            "SELECT ?, seq, type, at, data FROM events WHERE session_id = ?",
+            (target_id, source_id),
+        )
+        conn.execute(
+            "INSERT OR IGNORE INTO spills (session_id, ref, content) "
+            "SELECT ?, ref, content FROM spills WHERE session_id = ?",
+            (target_id, source_id),
+        )
+        conn.execute(
+            "INSERT OR IGNORE INTO workspace_values (session_id, key, value, updated_at) "
+            "SELECT ?, key, value, updated_at FROM workspace_values WHERE session_id = ?",
+            (target_id, source_id),
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return cur.rowcount
+
+
+def _put_workspace_value(
+    conn: sqlite3.Connection,
+    session_id: str,
+    key: str,
+    value: str,
+    at: str,
+    max_entries: int,
+) -> tuple[bool, int | None]:
+    """``Journal.workspace_put`` in one transaction on the worker thread."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute(
+            "SELECT length(value) FROM workspace_values WHERE session_id = ? AND key = ?",
+            (session_id, key),
+        ).fetchone()
+        if row is None:
+            (count,) = conn.execute(
+                "SELECT COUNT(*) FROM workspace_values WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            if count >= max_entries:
+                conn.execute("ROLLBACK")
+                return False, None
+        conn.execute(
+            "INSERT OR REPLACE INTO workspace_values (session_id, key, value, updated_at) "
+            "VALUES (?, ?, ?, ?)",
+            (session_id, key, value, at),
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return True, (int(row[0]) if row is not None else None)
+
+
+def _write_rows(conn: sqlite3.Connection, batch: list[tuple[str, int, str, str, str]]) -> None:
+    """Insert a batch of event rows and bump their sessions' ``updated_at``, in one
+    transaction (rolled back on any error)."""
+    conn.execute("BEGIN")
+    try:
+        conn.executemany(
+            "INSERT INTO events (session_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
+            batch,
+        )
+        latest = {row[0]: row[3] for row in batch}
+        conn.executemany(
+            "UPDATE sessions SET updated_at = ? WHERE id = ?",
+            [(at, session_id) for session_id, at in latest.items()],
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+class _BatchedAppends:
+    """The journal's appended rows, written in batches off the event loop (issue 18
+    item 2): the rows appended in one event-loop tick go to the journal's worker thread
+    as one transaction; a failed write is kept and raised once, by the next append or
+    flush, and the seqs of its sessions are re-read from the file."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._pending: list[tuple[str, int, str, str, str]] = []
+        self._writes: set[asyncio.Future[None]] = set()
+        self._failure: JournalError | None = None
+        self._scheduled = False
+
+    def add(self, row: tuple[str, int, str, str, str]) -> None:
+        """Queue ``(session_id, seq, type, at, data)``; the batch leaves at the end of
+        this event-loop tick (or sooner, when another journal call comes first)."""
+        self._pending.append(row)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.submit)
+
+    def submit(self) -> None:
+        """Hand the rows queued so far to the worker thread as one batch."""
+        self._scheduled = False
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        journal = self._journal
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(journal._executor, lambda: _write_rows(journal.conn, batch))
+        self._writes.add(future)
+        future.add_done_callback(lambda done: self._done(done, batch))
+
+    async def flush(self) -> None:
+        """Wait until every queued row is written; raise a failed write (once)."""
+        self.submit()
+        while self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
+        self.raise_failure()
+
+    def raise_failure(self) -> None:
+        """Raise the :class:`JournalError` of a failed write not reported yet."""
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            raise failure
+
+    def _done(self, done: asyncio.Future[None], batch: list[Any]) -> None:
+        self._writes.discard(done)
+        exc = None if done.cancelled() else done.exception()
+        if exc is None:
+            return
+        for session_id in {row[0] for row in batch}:
+            self._journal._last_seq.pop(session_id, None)  # re-read from the file next time
+        if isinstance(exc, sqlite3.Error):
+            exc = storage_problem(self._journal.path, exc)
+        if not isinstance(exc, JournalError):
+            exc = JournalError(f"journal write failed: {exc}")
+        self._failure = exc
+
+
 class Journal:
     """Async facade over one SQLite connection owned by a worker thread.
 
@@ -204,14 +346,11 @@ class Journal:
         self.path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clio-journal")
         self._conn: sqlite3.Connection | None = None
-        # Appended rows not yet handed to the worker thread, the batches it is
-        # writing, the last seq per session and a write failure not yet reported.
-        self._pending: list[tuple[str, int, str, str, str]] = []
-        self._writes: set[asyncio.Future[None]] = set()
+        # The last seq per session (assigned here, at append time) and the batched
+        # writer of appended rows.
         self._last_seq: dict[str, int] = {}
         self._seq_lock = asyncio.Lock()
-        self._write_failure: JournalError | None = None
-        self._drain_scheduled = False
+        self._appends = _BatchedAppends(self)
 
     @classmethod
     async def open(cls, path: Path) -> Journal:
@@ -239,7 +378,7 @@ class Journal:
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
-        self._submit_pending()  # the one worker thread runs work in order: writes first
+        self._appends.submit()  # the one worker thread runs work in order: writes first
         try:
             return await loop.run_in_executor(self._executor, fn, *args)
         except sqlite3.Error as exc:
@@ -374,33 +513,7 @@ class Journal:
     async def copy_history(self, source_id: str, target_id: str) -> int:
         """Copy every event, spill and workspace value of ``source_id`` into ``target_id`` (fork).
         Returns the number of events copied."""
-
-        def op() -> int:
-            conn = self.conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                cur = conn.execute(
-                    "INSERT INTO events (session_id, seq, type, at, data) "
-                    "SELECT ?, seq, type, at, data FROM events WHERE session_id = ?",
-                    (target_id, source_id),
-                )
-                conn.execute(
-                    "INSERT OR IGNORE INTO spills (session_id, ref, content) "
-                    "SELECT ?, ref, content FROM spills WHERE session_id = ?",
-                    (target_id, source_id),
-                )
-                conn.execute(
-                    "INSERT OR IGNORE INTO workspace_values (session_id, key, value, updated_at) "
-                    "SELECT ?, key, value, updated_at FROM workspace_values WHERE session_id = ?",
-                    (target_id, source_id),
-                )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            return cur.rowcount
-
-        return await self._run(op)
+        return await self._run(lambda: _copy_history(self.conn, source_id, target_id))
 
     # ------------------------------------------------------------------ bank
 
@@ -448,23 +561,17 @@ class Journal:
         for SQLite, and any later journal call runs after the write. A failed write
         raises :class:`JournalError` from the next ``append`` or ``flush``. One live
         process owns a session's rows (the seq is assigned here)."""
-        self._raise_write_failure()
+        self._appends.raise_failure()
         at = utc_now()
         payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
         seq = await self._next_seq(session_id)
-        self._pending.append((session_id, seq, type_, at, payload))
-        if not self._drain_scheduled:
-            self._drain_scheduled = True
-            asyncio.get_running_loop().call_soon(self._submit_pending)
+        self._appends.add((session_id, seq, type_, at, payload))
         return JournalEntry(session_id=session_id, seq=seq, type=type_, at=at, data=data)
 
     async def flush(self) -> None:
         """Wait until every appended row is written. Raises :class:`JournalError`
         for a write that failed (once)."""
-        self._submit_pending()
-        while self._writes:
-            await asyncio.gather(*self._writes, return_exceptions=True)
-        self._raise_write_failure()
+        await self._appends.flush()
 
     async def _next_seq(self, session_id: str) -> int:
         if session_id not in self._last_seq:
@@ -481,54 +588,6 @@ class Journal:
                     self._last_seq[session_id] = await self._run(op)
         self._last_seq[session_id] += 1
         return self._last_seq[session_id]
-
-    def _submit_pending(self) -> None:
-        """Hand the rows appended so far to the worker thread as one batch."""
-        self._drain_scheduled = False
-        if not self._pending:
-            return
-        batch, self._pending = self._pending, []
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._executor, self._write_batch, batch)
-        self._writes.add(future)
-        future.add_done_callback(lambda done: self._batch_done(done, batch))
-
-    def _batch_done(self, done: asyncio.Future[None], batch: list[Any]) -> None:
-        self._writes.discard(done)
-        exc = None if done.cancelled() else done.exception()
-        if exc is None:
-            return
-        for session_id in {row[0] for row in batch}:
-            self._last_seq.pop(session_id, None)  # re-read from the file next time
-        if isinstance(exc, sqlite3.Error):
-            exc = storage_problem(self.path, exc)
-        if not isinstance(exc, JournalError):
-            exc = JournalError(f"journal write failed: {exc}")
-        self._write_failure = exc
-
-    def _raise_write_failure(self) -> None:
-        failure, self._write_failure = self._write_failure, None
-        if failure is not None:
-            raise failure
-
-    def _write_batch(self, batch: list[tuple[str, int, str, str, str]]) -> None:
-        conn = self.conn
-        conn.execute("BEGIN")
-        try:
-            conn.executemany(
-                "INSERT INTO events (session_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
-                batch,
-            )
-            latest = {row[0]: row[3] for row in batch}
-            conn.executemany(
-                "UPDATE sessions SET updated_at = ? WHERE id = ?",
-                [(at, session_id) for session_id, at in latest.items()],
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
 
     async def events(
         self,
@@ -590,34 +649,9 @@ class Journal:
         length in chars or None when the key is new); (False, None) when the key is new
         and the session already holds ``max_entries`` values."""
         at = utc_now()
-
-        def op() -> tuple[bool, int | None]:
-            conn = self.conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = conn.execute(
-                    "SELECT length(value) FROM workspace_values WHERE session_id = ? AND key = ?",
-                    (session_id, key),
-                ).fetchone()
-                if row is None:
-                    (count,) = conn.execute(
-                        "SELECT COUNT(*) FROM workspace_values WHERE session_id = ?", (session_id,)
-                    ).fetchone()
-                    if count >= max_entries:
-                        conn.execute("ROLLBACK")
-                        return False, None
-                conn.execute(
-                    "INSERT OR REPLACE INTO workspace_values (session_id, key, value, updated_at) "
-                    "VALUES (?, ?, ?, ?)",
-                    (session_id, key, value, at),
-                )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            return True, (int(row[0]) if row is not None else None)
-
-        return await self._run(op)
+        return await self._run(
+            lambda: _put_workspace_value(self.conn, session_id, key, value, at, max_entries)
+        )
 
     async def workspace_get(self, session_id: str, key: str) -> str | None:
         """The value stored under ``key``, or None."""
