@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from clio_acp.agent import history
+from clio_acp.agent.call_ids import CallIds
 from clio_acp.agent.compactor import compact, maybe_compact
 from clio_acp.agent.memory_hooks import InjectReminder, MemoryEffect, MemoryHooks
 from clio_acp.agent.model_port import ChatModel, ContextOverflowError, ModelError, ModelTurn
@@ -101,6 +102,7 @@ class AgentLoop:
         self.model_ms_total = 0.0
         self.turn_prompt_seq: int | None = None
         self._tool_schemas: list[dict[str, Any]] | None = None
+        self._call_ids: CallIds | None = None
         self.tool_running = False
         self.last_tool_end = 0.0
         self._memory_seen_at = ""
@@ -342,6 +344,10 @@ class AgentLoop:
             )
         finally:
             self.model_ms_total += (time.perf_counter() - started) * 1000
+        if turn.tool_calls:
+            if self._call_ids is None:
+                self._call_ids = CallIds(self.transcript.rows)
+            turn.tool_calls = self._call_ids.renamed(turn.tool_calls)
         usage = turn.usage.to_dict()
         self.last_usage = usage
         await self.transcript.add(
