@@ -87,10 +87,18 @@ class ConfigChoices:
         if settings is None:
             return cls(tiers=tuple(tiers))
         models = []
+        chat = settings.chat
         for target in settings.targets:
-            model = target.default_model
-            value = f"{target.id}/{model}" if model else target.id
-            models.append((value, f"{model} ({target.id})" if model else target.id))
+            # The target's default model, and the model the chat route names on it: the
+            # option shows the model in use, and choosing it keeps that model.
+            names = [target.default_model]
+            if chat.target == target.id and chat.model and chat.model != target.default_model:
+                names.append(chat.model)
+            named = [m for m in names if m]
+            if not named:
+                models.append((target.id, target.id))
+            for model in named:
+                models.append((f"{target.id}/{model}", f"{model} ({target.id})"))
         memory = settings.context.memory
         tier = "off" if not memory.enabled else ("rules" if memory.target is None else "llm")
         return cls(

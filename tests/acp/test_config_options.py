@@ -102,3 +102,36 @@ async def test_model_config_option_switches_a_running_session_between_turns(
     assert busy.value.code == -32602 and "running a turn" in json.dumps(busy.value.data)
     assert {o.id: o.current_value for o in switched.config_options}["model"] == "second/model-b"
     assert [b["model"] for b in model_server.bodies] == ["model-a", "model-a", "model-b"]
+
+
+def _chat_model_settings(model_server) -> None:
+    """Target ``first`` without a default model; the chat route names ``model-x``."""
+    config = Path(os.environ["CLIO_ACP_CONFIG_DIR"])
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "settings.yaml").write_text(
+        "version: 2\ntargets:\n"
+        f"  - id: first\n    runtime: llamacpp\n    url: {model_server.base_url}\n"
+        "chat:\n  target: first\n  model: model-x\n"
+        "context:\n  memory:\n    enabled: false\n"
+    )
+
+
+async def test_the_model_option_shows_the_chat_model_and_reselecting_it_keeps_it(
+    model_server, workspace
+):
+    """Issue 21: a target without ``defaultModel`` whose chat route names a model shows
+    that model (not the bare target id), and choosing it sends that model, not null."""
+    _chat_model_settings(model_server)
+    model_server.push(Reply(text="ok"))
+    async with acp_agent() as (conn, _client, _proc):
+        new = await start_session(conn, workspace)
+        sid = new.session_id
+        [model] = [o for o in new.config_options if o.id == "model"]
+        chosen = await conn.set_config_option(
+            config_id="model", session_id=sid, value="first/model-x"
+        )
+        await conn.prompt(session_id=sid, prompt=[text_block("hi")])
+    assert model.current_value == "first/model-x"
+    assert [o.value for o in model.options] == ["first/model-x"]
+    assert chosen.config_options
+    assert model_server.bodies[-1]["model"] == "model-x"
