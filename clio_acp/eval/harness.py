@@ -165,7 +165,15 @@ async def _one_trial(runner: Runner, task: EvalTask, variant: str, seed: int) ->
 class Target(Protocol):
     target: dict[str, str]
 
-    def settings_for(self, variant: str, task: EvalTask) -> Settings: ...
+    def settings_for(self, variant: str, task: EvalTask) -> Settings:
+        """The settings one trial
+        of ``variant``
+        (baseline, rules, llm,
+        …) on ``task`` runs
+        with: the user's or
+        scripted base with the
+        variant's memory
+        overlay."""
 
 
 def _variant_overlay(
@@ -216,6 +224,7 @@ class SettingsTarget:
         return apply_overrides(self.base, overlay, source="eval")
 
     async def prepare(self, task: EvalTask, seed: int = 0) -> None:
+        """Before a trial: remember its seed (sent as ``chat.seed`` when the settings set none)."""
         self.seed = seed
 
     def prepare_paths(self, paths: Paths) -> None:
@@ -230,9 +239,11 @@ class SettingsTarget:
                 (paths.data / "local-model").symlink_to(installed, target_is_directory=True)
 
     def set_turn(self, turn: int) -> None:
+        """A live model needs no turn number (the scripted target does)."""
         return None
 
     async def aclose(self) -> None:
+        """Nothing to close: the trial's sessions own their model clients."""
         return None
 
 
@@ -260,10 +271,15 @@ class ScriptedTarget:
         self.base = Settings.model_validate(base)
 
     def settings_for(self, variant: str, task: EvalTask) -> Settings:
+        """The variant's settings over the scripted server's routes (chat and, for the llm
+        variants, memory)."""
         overlay = _variant_overlay(variant, self.target["id"], self.target["model"], task)
         return apply_overrides(self.base, overlay, source="eval")
 
     async def prepare(self, task: EvalTask, seed: int = 0) -> None:
+        """Load ``task``'s scripted play (and its key fact, unless the task is a negative one)
+        into the server's responder, seeded by ``seed``. Raises ``TaskError`` for a task
+        without a scripted play."""
         if task.scripted is None:
             raise TaskError(f"task {task.id!r} has no scripted play (needed for --scripted)")
         key_fact = None if task.negative else task.key_fact_in
@@ -271,10 +287,12 @@ class ScriptedTarget:
         self.server.responder = self.agent
 
     def set_turn(self, turn: int) -> None:
+        """Tell the scripted agent which prompt turn (0-based) the trial is on."""
         if self.agent is not None:
             self.agent.turn = turn
 
     async def aclose(self) -> None:
+        """Stop the scripted server (in a worker thread: it joins its serving thread)."""
         await asyncio.to_thread(self.server.stop)
 
 

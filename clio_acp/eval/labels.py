@@ -83,6 +83,9 @@ class TriggerScore:
     reminders: int = 0
 
     def to_dict(self, calls: int, recall_defined: bool) -> dict[str, Any]:
+        """One trigger's figures: labelled calls (None where recall is undefined), calls it
+        fired at, reminders, recall and precision in percent (None when undefined) and
+        reminders per 100 tool calls over ``calls``."""
         return {
             "labelled": self.labelled if recall_defined else None,
             "firedAtCalls": self.fired,
@@ -112,6 +115,8 @@ class Score:
     label_counts: Counter[str] = field(default_factory=Counter)
 
     def to_dict(self) -> dict[str, Any]:
+        """The whole score as ``clio-acp replay --score --json`` prints it (camelCase keys;
+        percentages rounded)."""
         return {
             "runs": self.runs,
             "unlabelled": self.unlabelled,

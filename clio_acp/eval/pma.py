@@ -54,6 +54,9 @@ class PmaRun:
     """The agent steps the paper could have spoken after (its memory steps)."""
 
     def to_dict(self) -> dict[str, Any]:
+        """This task's comparison (camelCase keys): agent steps, tool calls, the paper's and
+        our injection steps, matches each way, agreement and precision in percent, and the
+        matches expected by chance."""
         return {
             "task": self.task,
             "agentSteps": self.agent_steps,
@@ -77,6 +80,8 @@ class PmaComparison:
     tiers: list[str] = field(default_factory=lambda: ["rules"])
 
     def totals(self) -> dict[str, Any]:
+        """Figures pooled over every run: injections each side, matches each way, agreement and
+        the chance level of matching (pooled over runs) in percent."""
         paper = sum(len(r.paper_steps) for r in self.runs)
         ours = sum(len(r.our_steps) for r in self.runs)
         pm = sum(r.paper_matched for r in self.runs)
@@ -105,6 +110,7 @@ class PmaComparison:
         }
 
     def to_dict(self) -> dict[str, Any]:
+        """``{tiers, rule, runs, total}`` as ``clio-acp replay --compare-pma --json`` prints it."""
         return {
             "tiers": self.tiers,
             "rule": "a paper injection after agent step i agrees with ours at step i or i-1",

@@ -135,6 +135,8 @@ class TrialResult:
         return self.action_latency_ms + self.memory_latency_ms
 
     def to_dict(self) -> dict[str, Any]:
+        """The trial as the report's ``trials`` list holds it (camelCase keys; latencies in ms,
+        rounded to µs)."""
         data: dict[str, Any] = {
             "variant": self.variant,
             "taskId": self.task_id,
@@ -196,6 +198,8 @@ class VariantReport:
     distractor_verdict: str = "inconclusive"
 
     def to_dict(self) -> dict[str, Any]:
+        """The variant's figures as the report's ``variants`` list holds it (camelCase keys;
+        rates as fractions, intervals as ``[low, high]``)."""
         return {
             "variant": self.variant,
             "runs": self.runs,

@@ -54,6 +54,7 @@ class RouteSafety:
     examples: list[str] = field(default_factory=list)
 
     def add(self, other: RouteSafety) -> None:
+        """Add ``other``'s counts into these (to total several recordings)."""
         for name in (
             "recordings",
             "tool_calls",
@@ -71,6 +72,7 @@ class RouteSafety:
         self.examples += other.examples[: max(0, 10 - len(self.examples))]
 
     def to_dict(self) -> dict[str, Any]:
+        """The counts as ``clio-acp eval safety --json`` prints them (camelCase keys)."""
         return {
             "recordings": self.recordings,
             "toolCalls": self.tool_calls,

@@ -234,6 +234,7 @@ class EvalTask(_Model):
 
     @property
     def prompts(self) -> list[str]:
+        """The user prompts of the task's turns, in order (turns without a prompt left out)."""
         return [t.prompt for t in self.turns if t.prompt is not None]
 
     @property

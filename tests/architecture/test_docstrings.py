@@ -1,6 +1,5 @@
 """Public functions document their shapes, units, errors and source (RULES.md), here
-checked for presence in every layer that reached full coverage (all but ``eval/``,
-which joins when it is complete): a new public function without a docstring fails.
+checked for presence in every layer: a new public function without a docstring fails.
 Private names (``_x``, members of ``_X`` classes) and ``@overload`` stubs are exempt."""
 
 from __future__ import annotations
