@@ -14,12 +14,14 @@ from tests.conftest import REPO_ROOT
 PACKAGE = REPO_ROOT / "clio_acp"
 COVERED = [
     "acp",
-    "lsp",
-    "session",
     "agent",
     "cli",
     "context",
+    "eval",
+    "lsp",
+    "memory",
     "models",
+    "session",
     "advisory.py",
     "atomic.py",
     "events.py",
