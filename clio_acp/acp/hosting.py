@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+STREAM_CAP_CHARS = 64 * 1024
+"""Streamed output of one tool call the client is sent, characters; the rest is cut
+(the finished result carries the spill reference to the whole output)."""
+STREAM_CUT_NOTE = "\n… (streamed output cut here; the result keeps the whole output)\n"
+
 RELEASE_FLUSH_S = 5.0
 """How long releasing a session waits for its queued updates to be written, seconds."""
 
@@ -62,6 +67,8 @@ class Hosted:
     pump: asyncio.Task[None] | None = None
     turn: asyncio.Task[Any] | None = None
     cancelling: bool = False
+    streamed: dict[str, int] = field(default_factory=dict)
+    """Characters of streamed output sent per running tool call (capped)."""
     notices: list[str] = field(default_factory=list)
     """Problems to show once the session's answer is out (an MCP server that failed)."""
     in_command: bool = False
@@ -165,6 +172,12 @@ class Hosting:
         """Translate one session event into queued ``session/update`` objects."""
         if isinstance(event, core.UsageUpdate):
             hosted.usage.add(event)
+        elif isinstance(event, core.ToolCallUpdated) and event.output:
+            event = capped(hosted, event)
+            if event is None:
+                return
+        elif isinstance(event, core.ToolCallFinished):
+            hosted.streamed.pop(event.tool_call_id, None)
         try:
             for update in updates.event_to_updates(event, self.presentation):
                 hosted.enqueue(update)
@@ -238,6 +251,22 @@ class Hosting:
             log.warning("permission answer names unknown option %r; rejecting", chosen)
             return core.PermissionDecision(outcome="reject_once")
         return core.PermissionDecision(outcome=chosen)
+
+
+def capped(hosted: Hosted, event: Any) -> Any:
+    """``event`` (streamed tool output) within the call's :data:`STREAM_CAP_CHARS`:
+    cut with a note when it crosses the cap, None once the cap was reached."""
+    sent = hosted.streamed.get(event.tool_call_id, 0)
+    if sent >= STREAM_CAP_CHARS:
+        return None
+    room = STREAM_CAP_CHARS - sent
+    output = event.output
+    if len(output) > room:
+        output = output[:room] + STREAM_CUT_NOTE
+        hosted.streamed[event.tool_call_id] = STREAM_CAP_CHARS
+        return event.model_copy(update={"output": output})
+    hosted.streamed[event.tool_call_id] = sent + len(output)
+    return event
 
 
 def permission_params(session_id: str, request: PermissionRequest) -> dict[str, Any]:

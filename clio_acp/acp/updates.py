@@ -172,15 +172,25 @@ def notice_updates(
     return event_to_updates(event, presentation)
 
 
+def client_output(event: ev.ToolCallFinished) -> str:
+    """The result the client sees: the model's view without the memory annotation
+    appended to it (the advisory reaches the client once, as its ``MemoryReminder``)."""
+    output, note = event.output, event.annotation
+    if note:
+        for tail in (f"\n\n{note}", note):
+            if output.endswith(tail):
+                return output[: -len(tail)]
+    return output
+
+
 def _finished(event: ev.ToolCallFinished) -> dict[str, Any]:
     content: list[Any] = []
     if event.path is not None and event.new_text is not None:
         content.append(helpers.tool_diff_content(event.path, event.new_text, event.old_text))
-    if event.output:
-        content.append(_text_content(event.output))
-    if event.annotation:
-        content.append(_text_content(event.annotation))
-    raw: dict[str, Any] = {"output": event.output}
+    output = client_output(event)
+    if output:
+        content.append(_text_content(output))
+    raw: dict[str, Any] = {"output": output}
     if event.exit_code is not None:
         raw["exitCode"] = event.exit_code
     return dump(

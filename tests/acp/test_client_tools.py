@@ -8,6 +8,7 @@ import json
 import pytest
 from acp import text_block
 
+from clio_acp.acp.hosting import STREAM_CAP_CHARS, STREAM_CUT_NOTE
 from tests.acp.conftest import ALL_TOOLS, start_session
 from tests.support.acp_client import RecordingClient, acp_agent
 from tests.support.model_server import Reply, ToolCall
@@ -46,3 +47,31 @@ async def test_reads_go_through_the_client_and_see_unsaved_buffers(model_server,
     assert "unsaved edit" in tool_results
     assert "on disk" not in tool_results
     assert client.permission_requests == []  # reads never ask
+
+
+async def test_streamed_command_output_is_capped_for_the_client(model_server, workspace):
+    """Issue 21 item 4: a huge command output is not streamed whole to the editor; the
+    stream stops at the cap with a note and the result carries the spill reference."""
+    model_server.install_settings(memory=False)
+    loud = "python3 -c \"import sys; [sys.stdout.write('x' * 1000 + chr(10)) for _ in range(400)]\""
+    model_server.push(
+        Reply(tool_calls=[ToolCall("run_command", json.dumps({"command": loud}))]),
+        Reply(text="that was loud"),
+    )
+    async with acp_agent() as (conn, client, _proc):
+        new = await start_session(conn, workspace)
+        sid = new.session_id
+        await conn.set_session_mode(session_id=sid, mode_id="bypass")
+        await conn.prompt(session_id=sid, prompt=[text_block("be loud")])
+    updates = client.updates("tool_call_update", sid)
+    streamed = [
+        c["content"]["text"]
+        for u in updates
+        if u.get("status") == "in_progress"
+        for c in u.get("content") or []
+    ]
+    total = sum(len(t) for t in streamed)
+    assert 0 < total <= STREAM_CAP_CHARS + len(STREAM_CUT_NOTE)
+    assert streamed[-1].endswith(STREAM_CUT_NOTE)
+    final = [u for u in updates if u.get("status") == "completed"][-1]
+    assert "spill" in json.dumps(final).lower()

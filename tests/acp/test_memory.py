@@ -55,6 +55,10 @@ async def test_a_repeated_failure_reminder_reaches_the_user(model_server, tmp_pa
         assert "definitely-not-here-xyz" in memory_thoughts[0]["content"]["text"]
     # the model saw the same reminder (it is not only a display)
     assert "Memory:" in json.dumps(model_server.bodies[-1]["messages"])
+    # ... and the client saw it once: not again in the tool result or its rawOutput
+    reminder = notices_sent[0]["description"] if notices else memory_thoughts[0]["content"]["text"]
+    shown = json.dumps(client.raw_updates, ensure_ascii=False)
+    assert shown.count(json.dumps(reminder, ensure_ascii=False)[1:-1]) == 1
 
 
 async def test_a_bank_entry_is_proposed_then_approved_by_the_operator(model_server, tmp_path):
