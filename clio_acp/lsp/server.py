@@ -24,11 +24,9 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lsprotocol import types
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from pydantic.alias_generators import to_camel
 from pygls.capabilities import get_capability
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
@@ -37,17 +35,36 @@ from pygls.uris import to_fs_path
 from clio_acp import __version__
 from clio_acp.lsp import translate
 from clio_acp.lsp.diagnostics import DiagnosticsStore
-from clio_acp.lsp.options import CONFIG_SECTION, InitializationOptions, parse_options
 from clio_acp.lsp.protocol import ClioLanguageServerProtocol, scrub_paths
-from clio_acp.lsp.session_face import FaceError, SessionFace
-from clio_acp.paths import Paths, resolve_paths
-from clio_acp.session import CommandError, MemoryProposal, commands, neutralize_untrusted
-from clio_acp.settings import Settings, SettingsStore, open_settings, settings_error_notice
+
+# Answering ``initialize`` needs none of the core: the session face, the editor options
+# (pydantic), the settings, the paths and the session's verbs are imported on first use
+# (issue 18; ``tests/lsp/test_startup_imports.py`` pins it).
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from clio_acp.lsp.options import InitializationOptions
+    from clio_acp.lsp.session_face import SessionFace
+    from clio_acp.paths import Paths
+    from clio_acp.session import MemoryProposal
+    from clio_acp.settings import Settings, SettingsStore
 
 logger = logging.getLogger(__name__)
 
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound="BaseModel")
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Verbs:
+    """``clio_acp.session.commands``, imported when a command first calls a verb."""
+
+    def __getattr__(self, name: str) -> Any:
+        from clio_acp.session import commands as verbs
+
+        return getattr(verbs, name)
+
+
+commands = _Verbs()
 
 
 class ClioLanguageServer(LanguageServer):
@@ -61,11 +78,12 @@ class ClioLanguageServer(LanguageServer):
             text_document_sync_kind=types.TextDocumentSyncKind.None_,
         )
         self.protocol: ClioLanguageServerProtocol
-        self.options = InitializationOptions()
-        self.paths: Paths = resolve_paths()
+        self._options: InitializationOptions | None = None
+        self._raw_options: Any = None
+        self._paths: Paths | None = None
         self.workspace_root = Path.cwd()
         self.diagnostics = DiagnosticsStore(self._publish_diagnostics)
-        self.face = SessionFace(self)
+        self._face: SessionFace | None = None
         self._settings_cache: tuple[float | None, Settings] | None = None
         self._settings_store: SettingsStore | None = None
         self._settings_error_shown: str | None = None
@@ -73,12 +91,49 @@ class ClioLanguageServer(LanguageServer):
         """Set once the initial ``workspace/configuration`` pull is done (or skipped);
         commands wait for it so the first one already sees the editor's settings."""
 
+    # -- state built on first use (answering ``initialize`` needs none of it) -----------
+
+    @property
+    def options(self) -> InitializationOptions:
+        """The editor's options. Those ``initialize`` received are validated on first
+        use (their problem, if any, is shown then): ``initialized`` uses them at once."""
+        if self._options is None:
+            raw, self._raw_options = self._raw_options, None
+            self._apply_options(raw, base=None)
+        assert self._options is not None
+        return self._options
+
+    @options.setter
+    def options(self, value: InitializationOptions) -> None:
+        """Replace the options (already validated)."""
+        self._options = value
+
+    @property
+    def paths(self) -> Paths:
+        """Where data, state, config and cache live (``resolve_paths``)."""
+        if self._paths is None:
+            from clio_acp.paths import resolve_paths
+
+            self._paths = resolve_paths()
+        return self._paths
+
+    @property
+    def face(self) -> SessionFace:
+        """This window's session face (sessions, turns, features)."""
+        if self._face is None:
+            from clio_acp.lsp.session_face import SessionFace
+
+            self._face = SessionFace(self)
+        return self._face
+
     # -- helpers the features use ------------------------------------------------------
 
     def settings_reader(self) -> Settings:
         """The settings (``open_settings``: ``$CLIO_ACP_SETTINGS`` or the config
         folder's file, then environment overrides), re-read when the file's mtime
         changes; a broken file keeps the last good settings (or the defaults)."""
+        from clio_acp.settings import open_settings
+
         if self._settings_store is None:
             self._settings_store = open_settings(self.paths.config)
         store = self._settings_store
@@ -99,6 +154,8 @@ class ClioLanguageServer(LanguageServer):
         """``window/showMessage`` (Error) once per distinct settings problem."""
         text = None if error is None else str(error)
         if text is not None and text != self._settings_error_shown:
+            from clio_acp.settings import settings_error_notice
+
             self.show_message(settings_error_notice(error), types.MessageType.Error)
         self._settings_error_shown = text
 
@@ -115,7 +172,16 @@ class ClioLanguageServer(LanguageServer):
 
     def apply_options(self, raw: Any, *, base: InitializationOptions | None) -> None:
         """Use the editor options ``raw`` (over ``base``); a problem is shown as a warning
-        and defaults are used."""
+        and defaults are used. Without ``base`` (``initialize``) they are validated on
+        first use of ``options``."""
+        if base is None:
+            self._options, self._raw_options = None, raw
+            return
+        self._apply_options(raw, base=base)
+
+    def _apply_options(self, raw: Any, *, base: InitializationOptions | None) -> None:
+        from clio_acp.lsp.options import parse_options
+
         options, problem = parse_options(raw, base=base)
         self.options = options
         if problem:
@@ -145,6 +211,8 @@ class ClioLanguageServer(LanguageServer):
     async def pull_configuration(self) -> None:
         """``workspace/configuration`` for section ``clio``, only when the client
         declares ``workspace.configuration`` (LSP 3.17)."""
+        from clio_acp.lsp.options import CONFIG_SECTION
+
         if not self.client_supports("workspace.configuration"):
             return
         try:
@@ -190,82 +258,33 @@ def command(name: str) -> Callable[[F], F]:
 
 # -- argument models -----------------------------------------------------------------
 
-
-class _Args(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-
-class _TextDocument(_Args):
-    uri: str
-
-
-class _Position(_Args):
-    line: int = Field(ge=0)
-    character: int = Field(default=0, ge=0)
-
-
-class PromptArgs(_Args):
-    text: str = Field(min_length=1)
-    session_id: str | None = None
-    text_document: _TextDocument | None = None
-    """The active document; named in the prompt so the agent knows where the user is."""
-    position: _Position | None = None
-
-
-class SessionArgs(_Args):
-    session_id: str | None = None
-
-
-class LoadArgs(_Args):
-    session_id: str = Field(min_length=1)
-
-
-class NewSessionArgs(_Args):
-    cwd: str | None = None
-    mode: str | None = None
-
-
-class ListArgs(_Args):
-    cwd: str | None = None
-    cursor: str | None = None
-    limit: int = Field(default=50, ge=1, le=500)
-
-
-class RecordArgs(_Args):
-    record_id: str = Field(min_length=1)
-
-
-class PromoteArgs(_Args):
-    entry_id: str = Field(min_length=1)
-    scope: Literal["repo", "global"] = "repo"
-    acknowledge_global: bool = False
-    session_id: str | None = None
-
-
-class ShowArgs(_Args):
-    proposals: list[str] | None = None
-
-
-class ProposeEventArgs(_Args):
-    event: str = Field(min_length=1)
-    """``SEQ`` (an event of the session) or ``SESSION:SEQ``."""
-    scope: Literal["repo", "global"] = "repo"
-    acknowledge_global: bool = False
-    content: str | None = None
-    session_id: str | None = None
-
-    @field_validator("event", mode="before")
-    @classmethod
-    def _seq_as_text(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-class WorkspaceArgs(_Args):
-    session_id: str | None = None
-    key: str | None = None
-    offset: int = Field(default=0, ge=0)
-    cursor: str | None = None
-    max_chars: int | None = Field(default=None, ge=1, le=32_768)
+# The models are pydantic classes in ``command_args``, imported by the first command
+# that parses arguments (``_args``): ``initialize`` must not pay for pydantic. Here each
+# is named by its class name, which ``_args`` resolves.
+if TYPE_CHECKING:
+    from clio_acp.lsp.command_args import (
+        ListArgs,
+        LoadArgs,
+        NewSessionArgs,
+        PromoteArgs,
+        PromptArgs,
+        ProposeEventArgs,
+        RecordArgs,
+        SessionArgs,
+        ShowArgs,
+        WorkspaceArgs,
+    )
+else:
+    ListArgs = "ListArgs"
+    LoadArgs = "LoadArgs"
+    NewSessionArgs = "NewSessionArgs"
+    PromoteArgs = "PromoteArgs"
+    PromptArgs = "PromptArgs"
+    ProposeEventArgs = "ProposeEventArgs"
+    RecordArgs = "RecordArgs"
+    SessionArgs = "SessionArgs"
+    ShowArgs = "ShowArgs"
+    WorkspaceArgs = "WorkspaceArgs"
 
 
 def _plain(value: Any) -> Any:
@@ -279,8 +298,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _args(model: type[M], args: tuple[Any, ...], bare: str | None = None) -> M:
-    """Parse command arguments: none, one object, or one bare string for ``bare``."""
+def _args(model: type[M] | str, args: tuple[Any, ...], bare: str | None = None) -> M:
+    """Parse command arguments: none, one object, or one bare string for ``bare``;
+    ``model`` is a ``command_args`` model or its name."""
+    from pydantic import ValidationError
+
+    from clio_acp.lsp import command_args
+
+    if isinstance(model, str):
+        model = getattr(command_args, model)
     if len(args) > 1:
         raise JsonRpcInvalidParams(f"expected at most one argument, got {len(args)}")
     raw = _plain(args[0]) if args else {}
@@ -299,6 +325,9 @@ def _args(model: type[M], args: tuple[Any, ...], bare: str | None = None) -> M:
 
 async def _core(call: Any) -> Any:
     """Await a core call; its failures become ``RequestFailed`` with a clean message."""
+    from clio_acp.lsp.session_face import FaceError
+    from clio_acp.session import CommandError
+
     try:
         return await call
     except (JsonRpcException, asyncio.CancelledError):
@@ -326,12 +355,16 @@ def _prompt_text(args: PromptArgs, ls: ClioLanguageServer) -> str:
     except ValueError:
         pass
     where = f"{with_root}:{args.position.line + 1}" if args.position else str(with_root)
+    from clio_acp.session import neutralize_untrusted
+
     # A path is not the user's typing (MEMORY_SPEC §13.8): one line, neutralised.
     return f"{args.text}\n\n[Active document: {neutralize_untrusted(' '.join(where.split()))}]"
 
 
 def _session_info(info: Any) -> Any:
     """A ``SessionInfo`` (pydantic) as camelCase JSON."""
+    from pydantic import BaseModel
+
     if isinstance(info, BaseModel):
         return translate.camel_keys(info.model_dump(mode="json"))
     return info
@@ -357,6 +390,7 @@ def initialize(ls: ClioLanguageServer, params: types.InitializeParams) -> None:
 async def initialized(ls: ClioLanguageServer, params: types.InitializedParams) -> None:
     """LSP ``initialized``: pull ``workspace/configuration`` (section ``clio``), then show
     pending proposals."""
+    _ = ls.options  # initialize's options are validated now: a problem is shown at once
     try:
         await ls.pull_configuration()
     finally:
@@ -377,6 +411,8 @@ async def did_change_configuration(
 ) -> None:
     """LSP ``workspace/didChangeConfiguration``: new options (pushed, or pulled when the
     push is empty)."""
+    from clio_acp.lsp.options import CONFIG_SECTION
+
     settings = _plain(params.settings)
     if isinstance(settings, dict) and CONFIG_SECTION in settings:
         ls.apply_options(settings[CONFIG_SECTION], base=ls.options)

@@ -11,21 +11,12 @@ server: every function here is testable with plain values. Diagnostics are match
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
-from pydantic.alias_generators import to_camel
 
-from clio_acp.session import (
-    MemoryProposal,
-    MemoryReminder,
-    MessageChunk,
-    Notice,
-    ThoughtChunk,
-    ToolCallFinished,
-    ToolCallStarted,
-    TurnEnded,
-)
+if TYPE_CHECKING:  # the event classes load pydantic: imported where used
+    from clio_acp.session import MemoryProposal, MemoryReminder
 
 MEMORY_SOURCE = "clio-memory"
 """``Diagnostic.source`` of every memory diagnostic (issue 8 item 2)."""
@@ -47,11 +38,16 @@ _TITLE_CHARS = 60  # proposal text shown in a code action title, characters
 
 def camel_keys(value: Any) -> Any:
     """``value`` with every dict key turned camelCase (the LSP wire convention)."""
-    if isinstance(value, dict):
-        return {to_camel(k): camel_keys(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [camel_keys(v) for v in value]
-    return value
+    from pydantic.alias_generators import to_camel
+
+    def convert(item: Any) -> Any:
+        if isinstance(item, dict):
+            return {to_camel(k): convert(v) for k, v in item.items()}
+        if isinstance(item, list):
+            return [convert(v) for v in item]
+        return item
+
+    return convert(value)
 
 
 def session_update(event: Any, *, replay: bool = False) -> dict[str, Any]:
@@ -66,6 +62,16 @@ def session_update(event: Any, *, replay: bool = False) -> dict[str, Any]:
 def progress_message(event: Any) -> str | None:
     """A short status line for ``$/progress`` reports, or None when ``event`` changes
     nothing the user needs to see."""
+    from clio_acp.session import (
+        MemoryReminder,
+        MessageChunk,
+        Notice,
+        ThoughtChunk,
+        ToolCallFinished,
+        ToolCallStarted,
+        TurnEnded,
+    )
+
     if isinstance(event, ThoughtChunk):
         return "thinking…"
     if isinstance(event, MessageChunk):
