@@ -28,7 +28,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("key", nargs="?", help="print this value (default: list the keys)")
     parser.add_argument("--offset", type=int, default=0, help="first character of the value")
     parser.add_argument(
-        "--max-chars", type=int, default=32_768, help="characters to print (at most 32768)"
+        "--max-chars",
+        type=int,
+        default=None,
+        help="characters to print (default and most: the workspace read cap)",
     )
     parser.add_argument("--cursor", help="continue a key list from a previous page")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -61,7 +64,11 @@ async def _run_async(args: argparse.Namespace) -> int:
                 text = _listing(result)
             else:
                 result = await views.read_value(
-                    journal, session_id, args.key, offset=args.offset, max_chars=args.max_chars
+                    journal,
+                    session_id,
+                    args.key,
+                    offset=args.offset,
+                    **({} if args.max_chars is None else {"max_chars": args.max_chars}),
                 )
                 text = result["text"] + ("\n" if result["text"] else "")
                 if result["nextOffset"] is not None:
