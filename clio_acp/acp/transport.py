@@ -36,6 +36,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import selectors
 import stat
 import sys
@@ -243,6 +244,8 @@ class LineTransport:
                 log.warning("invalid JSON-RPC frame: %s", problem)
                 await self._reply_error(reply_id, INVALID_REQUEST, "Invalid request", problem)
                 continue
+            if isinstance(message.get("params"), dict | list) and _SURROGATE_ESCAPE.search(line):
+                message["params"] = scrub_surrogates(message["params"])
             if "method" in message and "id" in message:
                 CURRENT_REQUEST_ID.set(message["id"])
             else:
@@ -383,3 +386,37 @@ def _feed_from_fd(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader,
     finally:
         with contextlib.suppress(RuntimeError):  # loop already closed at exit
             loop.call_soon_threadsafe(reader.feed_eof)
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub_surrogates(value: Any) -> Any:
+    """``value`` (parsed JSON params) with every lone surrogate in its strings (a
+    ``"\\ud800"`` escape with no partner: not encodable as UTF-8, so the journal, a path
+    or a model request would fail on it) replaced by U+FFFD. Iterative: as deep as the
+    parser allowed."""
+
+    def clean(item: Any) -> Any:
+        return _LONE_SURROGATE.sub("\ufffd", item) if isinstance(item, str) else item
+
+    root = [clean(value)]
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        pairs = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+        if isinstance(node, dict):
+            for key, item in pairs:
+                new_key = clean(key)
+                if new_key != key:
+                    del node[key]
+                node[new_key] = clean(item)
+                if isinstance(item, dict | list):
+                    stack.append(item)
+        else:
+            for index, item in pairs:
+                node[index] = clean(item)
+                if isinstance(item, dict | list):
+                    stack.append(item)
+    return root[0]

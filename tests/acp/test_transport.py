@@ -15,9 +15,11 @@ from acp.router import MessageRouter, Route
 
 from clio_acp.acp.requests import RequestTracker
 from clio_acp.acp.server import REQUEST_CANCELLED
-from clio_acp.acp.transport import LineTransport
+from clio_acp.acp.transport import LineTransport, scrub_surrogates
+from tests.acp.conftest import init_new
 from tests.conftest import subprocess_env
 from tests.support.acp_client import RawPeer
+from tests.support.model_server import Reply
 
 INIT = {
     "jsonrpc": "2.0",
@@ -301,3 +303,31 @@ async def test_bad_params_are_minus_32602_naming_the_field(method, params, field
         await peer.close()
     assert reply["error"]["code"] == -32602, reply
     assert field in json.dumps(reply["error"]), reply
+
+
+async def test_a_lone_surrogate_in_a_first_prompt_is_sanitised_not_an_internal_error(
+    model_server, tmp_path
+):
+    """Issue 21: ``"\\ud800"`` in a prompt (it names the session and reaches the journal
+    and the model) becomes U+FFFD on input; the turn runs."""
+    model_server.install_settings(memory=False)
+    model_server.push(Reply(text="fine"))
+    peer = await RawPeer.start()
+    try:
+        sid, _ = await init_new(peer, tmp_path)
+        params = '{"sessionId":"' + sid + '","prompt":[{"type":"text","text":"hi \\ud800 there"}]}'
+        frame = '{"jsonrpc":"2.0","id":"p","method":"session/prompt","params":' + params + "}"
+        await peer.send_line(frame)
+        reply, _ = await peer.recv_until(lambda m: m.get("id") == "p")
+    finally:
+        await peer.close()
+    assert reply.get("result") == {"stopReason": "end_turn"}, reply
+    assert "hi \ufffd there" in json.dumps(model_server.bodies[-1]["messages"], ensure_ascii=False)
+
+
+def test_scrub_surrogates_keeps_pairs_and_replaces_lone_ones():
+    params = json.loads('{"a":"x\\ud800y","b":["\\ud83d\\ude00",{"\\udc00k":[1,"\\udfff"]}]}')
+    assert scrub_surrogates(params) == {
+        "a": "x\ufffdy",
+        "b": ["\U0001f600", {"\ufffdk": [1, "\ufffd"]}],
+    }
