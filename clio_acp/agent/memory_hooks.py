@@ -266,7 +266,19 @@ class RouterMemoryClient:
             model_id=answer.model,
             # §12.9: the router sends the envelope grammar when the route takes one.
             decoding="grammar" if answer.constrained else "free",
+            **_grammar_limits(answer.constrained, max_tokens),
         )
+
+
+def _grammar_limits(constrained: bool, max_tokens: int) -> dict[str, int]:
+    """The grammar's content and reminder bounds for a constrained answer (a string
+    that long was cut by the grammar: the policy drops it, MEMORY_SPEC §14)."""
+    if not constrained:
+        return {}
+    from clio_acp.models.grammar import envelope_bounds_for_budget
+
+    _ops, content, reminder = envelope_bounds_for_budget(max_tokens)
+    return {"content_limit": content, "reminder_limit": reminder}
 
 
 class MiddlewareHooks:

@@ -93,6 +93,8 @@ class ParseResult:
       or a rejected reminder; ``reminder_error`` says why it was rejected
       (``gated``/``invalid_reminder`` in §3).
     - ``error``: a short human-readable reason for ``failure``.
+    - ``reminder_chars``: length of the raw ``context_for_action`` body (0 without
+      one); a constrained route's length bound is judged against it (§14).
     """
 
     failure: ParseFailure | None = None
@@ -101,6 +103,7 @@ class ParseResult:
     reminder: str | None = None
     reminder_error: str | None = None
     error: str | None = None
+    reminder_chars: int = 0
 
     @property
     def ok(self) -> bool:
@@ -408,6 +411,7 @@ _REMINDER_DELIBERATION = re.compile(
 )
 _SENTENCE_SPLIT = re.compile(r"[.!?](?=\s)|\n")
 _CITATION = re.compile(r"\[[^\]]*\]")
+_WORD_CHAR = re.compile(r"[^\W_]", re.UNICODE)
 
 
 def _upto_last_gt(text: str) -> tuple[str, str]:
@@ -460,29 +464,31 @@ def reminder_rejection(raw_body: str, cleaned: str, reference_text: str = "") ->
         return f"reminder uses a script absent from the prompt ({', '.join(scripts)})"
     if _repeats_a_sentence(_replace_tag_shapes(raw_body)):
         return "reminder repeats a sentence"
+    if not _WORD_CHAR.search(_CITATION.sub(" ", cleaned.removeprefix("Memory:"))):
+        return "reminder says nothing beyond its citations"
     return None
 
 
-def _phase_two(after: str, reference_text: str) -> tuple[str | None, str | None]:
-    """(reminder, rejection) from the text after ``</operations>``."""
+def _phase_two(after: str, reference_text: str) -> tuple[str | None, str | None, int]:
+    """(reminder, rejection, raw body length) from the text after ``</operations>``."""
     ctx = after.find(CONTEXT_OPEN)
     if ctx < 0:
-        return None, None
+        return None, None, 0
     silence = _NO_INTERVENTION.search(after)
     if silence is not None and silence.start() < ctx:
-        return None, None
+        return None, None, 0
     body_start = ctx + len(CONTEXT_OPEN)
     close = after.find(CONTEXT_CLOSE, body_start)
     if close < 0:
-        return None, "reminder was cut off (no </context_for_action>)"
+        return None, "reminder was cut off (no </context_for_action>)", 0
     raw_body = after[body_start:close]
     cleaned = collapse_whitespace(_replace_tag_shapes(raw_body))
     if not cleaned:
-        return None, None
+        return None, None, len(raw_body)
     rejection = reminder_rejection(raw_body, cleaned, reference_text)
     if rejection is not None:
-        return None, rejection
-    return cleaned, None
+        return None, rejection, len(raw_body)
+    return cleaned, None, len(raw_body)
 
 
 # ---------------------------------------------------------------------------------
@@ -543,12 +549,13 @@ def _parse(response: Any, reference_text: str) -> ParseResult:
             dropped=dropped,
             error=f"all {dropped} operation(s) were invalid",
         )
-    reminder, rejection = _phase_two(text[close_at + len(CLOSE_TAG) :], reference_text)
+    reminder, rejection, chars = _phase_two(text[close_at + len(CLOSE_TAG) :], reference_text)
     return ParseResult(
         operations=tuple(operations),
         dropped=dropped,
         reminder=reminder,
         reminder_error=rejection,
+        reminder_chars=chars,
     )
 
 

@@ -11,6 +11,10 @@
   its words.
 - §14.3 false completion: a status that claims the task is done while unresolved
   failures exist is dropped (``claims_completion``).
+- The same care for what the step *says*: a reminder repeating the prompt, or cut
+  off by a constrained route's length bound (the grammar forced the close tag
+  mid-sentence), is rejected (``reminder_rejection``); a content string that reached
+  the bound is dropped as cut off (``content_limit``).
 
 Pure functions over strings and a bank's contents; no I/O, no model calls.
 """
@@ -33,6 +37,7 @@ __all__ = [
     "default_copy_filter",
     "filter_operations",
     "protected_entry_ids",
+    "reminder_rejection",
     "unresolved_calls",
 ]
 
@@ -203,17 +208,18 @@ def unresolved_calls(trajectory: Sequence[object]) -> list[str]:
 
 @dataclass(frozen=True)
 class FilteredOperations:
-    """Ops that survived §14.3; ``copies`` and ``false_completions`` count the
-    dropped ones (both add to ``droppedOperations``)."""
+    """Ops that survived §14.3; ``copies``, ``false_completions`` and ``cut_off``
+    count the dropped ones (all add to ``droppedOperations``)."""
 
     operations: tuple[Operation, ...]
     copies: int = 0
     false_completions: int = 0
+    cut_off: int = 0
 
     @property
     def dropped(self) -> int:
-        """Ops dropped by the §14.3 filters: copies plus false completions."""
-        return self.copies + self.false_completions
+        """Ops dropped by these filters: copies, false completions, cut-off content."""
+        return self.copies + self.false_completions + self.cut_off
 
 
 def filter_operations(
@@ -221,20 +227,43 @@ def filter_operations(
     *,
     unresolved_failures: bool,
     copy_filter: CopyFilter | None = None,
+    content_limit: int | None = None,
 ) -> FilteredOperations:
     """Drop the writes §14.3 forbids: any content op (status, knowledge, procedural)
-    repeating a prompt sentence, and a status claiming completion while
-    ``unresolved_failures``. Deletes pass. Order is kept."""
+    repeating a prompt sentence, a status claiming completion while
+    ``unresolved_failures``, and content as long as ``content_limit`` (the longest
+    string a constrained route's grammar admitted: it was cut there). Deletes pass.
+    Order is kept."""
     copies = copy_filter or default_copy_filter()
     kept: list[Operation] = []
-    copied = false_done = 0
+    copied = false_done = cut = 0
     for op in operations:
         content = op.content or ""
-        if op.op != "delete" and copies.copied_sentence(content) is not None:
+        if op.op != "delete" and content_limit and len(content) >= content_limit:
+            cut += 1
+        elif op.op != "delete" and copies.copied_sentence(content) is not None:
             copied += 1
-            continue
-        if op.op == "update_status" and unresolved_failures and claims_completion(content):
+        elif op.op == "update_status" and unresolved_failures and claims_completion(content):
             false_done += 1
-            continue
-        kept.append(op)
-    return FilteredOperations(tuple(kept), copied, false_done)
+        else:
+            kept.append(op)
+    return FilteredOperations(tuple(kept), copied, false_done, cut)
+
+
+def reminder_rejection(
+    reminder: str,
+    raw_chars: int,
+    *,
+    reminder_limit: int | None = None,
+    copy_filter: CopyFilter | None = None,
+) -> str | None:
+    """Why a reminder the parser accepted must still be rejected (``gated`` /
+    ``invalid_reminder``), or None: its raw body reached ``reminder_limit`` (the
+    constrained route cut it mid-sentence), or it repeats a sentence of the prompt's
+    worked examples or instructions."""
+    if reminder_limit and raw_chars >= reminder_limit:
+        return f"reminder was cut off at the route's {reminder_limit}-char bound"
+    copied = (copy_filter or default_copy_filter()).copied_sentence(reminder)
+    if copied is not None:
+        return f"reminder repeats the policy prompt ({copied[:60]!r})"
+    return None

@@ -25,7 +25,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -44,6 +44,7 @@ from clio_acp.memory.gates import (
 from clio_acp.memory.op_filters import (
     filter_operations,
     protected_entry_ids,
+    reminder_rejection,
     unresolved_calls,
 )
 from clio_acp.memory.prompts import (
@@ -112,6 +113,10 @@ class CompletionAnswer:
     target_id: str | None = None
     model_id: str | None = None
     decoding: str | None = None
+    content_limit: int | None = None
+    """With constrained decoding: the longest content string the grammar admitted."""
+    reminder_limit: int | None = None
+    """With constrained decoding: the longest reminder the grammar admitted."""
 
 
 class MemoryCompletionClient(Protocol):
@@ -220,6 +225,17 @@ class PolicyResult:
 
 # ---------------------------------------------------------------------------------
 # Helpers
+
+
+def _limits(answer: Any) -> tuple[int | None, int | None]:
+    """(content limit, reminder limit) a constrained answer reported (§14)."""
+
+    def bound(name: str) -> int | None:
+        value = getattr(answer, name, None)
+        ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        return value if ok else None
+
+    return bound("content_limit"), bound("reminder_limit")
 
 
 def _coerce_usage(value: Any) -> CompletionUsage | None:
@@ -409,6 +425,7 @@ class _PolicyStep:
         self.usage = _UsageOnce(inputs.on_step_usage)
         self.user_prompt = ""
         self.response: str | None = None
+        self.limits: tuple[int | None, int | None] = (None, None)
         self.answered: dict[str, str | None] = {}
 
     def current(self) -> bool:
@@ -539,6 +556,7 @@ class _PolicyStep:
             self.answered[key] = value if isinstance(value, str) and value else None
         text = getattr(answer, "text", answer)
         self.response = text if isinstance(text, str) else None
+        self.limits = _limits(answer)
         return None
 
     async def write_and_gate(self) -> PolicyResult:
@@ -551,7 +569,16 @@ class _PolicyStep:
                 "malformed", parsed.failure, dropped_operations=parsed.dropped, error=parsed.error
             )
         unresolved = bool(inputs.unresolved_failures) or bool(unresolved_calls(inputs.trajectory))
-        filtered = filter_operations(parsed.operations, unresolved_failures=unresolved)
+        content_limit, reminder_limit = self.limits
+        filtered = filter_operations(
+            parsed.operations, unresolved_failures=unresolved, content_limit=content_limit
+        )
+        if parsed.reminder is not None:
+            rejected = reminder_rejection(
+                parsed.reminder, parsed.reminder_chars, reminder_limit=reminder_limit
+            )
+            if rejected is not None:
+                parsed = replace(parsed, reminder=None, reminder_error=rejected)
         status = bank.status
         resolved = resolve_operations(
             filtered.operations,

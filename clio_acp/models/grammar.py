@@ -85,6 +85,18 @@ _OP_CHARS = 70
 _MIN_CONTENT_CHARS = 40
 
 
+def envelope_bounds_for_budget(max_tokens: int) -> tuple[int, int, int]:
+    """``(max_ops, max_content_chars, max_reminder_chars)`` of
+    ``envelope_grammar_for_budget(max_tokens)``. A string as long as its bound was
+    cut there by the grammar (the memory step drops it: MEMORY_SPEC §14)."""
+    budget = max(1, max_tokens)
+    reminder = max(16, min(MAX_REMINDER_CHARS, budget // 5))
+    left = max(0, budget - _FIXED_CHARS - reminder)
+    ops = max(1, min(MAX_OPS, left // (_OP_CHARS + _MIN_CONTENT_CHARS)))
+    content = max(8, min(MAX_CONTENT_CHARS, left // ops - _OP_CHARS))
+    return ops, content, reminder
+
+
 @functools.lru_cache(maxsize=32)
 def envelope_grammar_for_budget(max_tokens: int) -> str:
     """A grammar whose longest admitted answer fits in ``max_tokens`` completion
@@ -96,9 +108,5 @@ def envelope_grammar_for_budget(max_tokens: int) -> str:
     least 40 chars of content each (1 to 8), each up to 300 chars. Below about 250
     tokens the smallest grammar (one op, short strings) may still not fit.
     """
-    budget = max(1, max_tokens)
-    reminder = max(16, min(MAX_REMINDER_CHARS, budget // 5))
-    left = max(0, budget - _FIXED_CHARS - reminder)
-    ops = max(1, min(MAX_OPS, left // (_OP_CHARS + _MIN_CONTENT_CHARS)))
-    content = max(8, min(MAX_CONTENT_CHARS, left // ops - _OP_CHARS))
+    ops, content, reminder = envelope_bounds_for_budget(max_tokens)
     return envelope_grammar(max_ops=ops, max_content_chars=content, max_reminder_chars=reminder)

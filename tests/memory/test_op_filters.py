@@ -355,3 +355,78 @@ async def test_consecutive_steps_share_the_system_prompt_and_the_task_prefix(tmp
     assert system_one == system_two == POLICY_SYSTEM_PROMPT
     assert user_one != user_two
     assert user_one.startswith(f"Task:\n{task}\n\n") and user_two.startswith(f"Task:\n{task}\n\n")
+
+
+# -- what the step says: copies and cut-off reminders --------------------------------
+
+from clio_acp.memory.envelope import parse_envelope  # noqa: E402
+from clio_acp.memory.op_filters import reminder_rejection  # noqa: E402
+from clio_acp.memory.policy import CompletionAnswer  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "reminder",
+    [
+        # real SmolLM2 reminders from replays of the shared runs
+        "[tm-k-1] These tests already failed because click is missing; change the import",
+        "[tm-p-1] The user forbids new dependencies and requires Python 3.9 compatibility",
+        "[tm-k-1] The CLI tests failed with ModuleNotFoundError for click; the test file ",
+    ],
+)
+def test_a_reminder_repeating_the_prompt_is_rejected(reminder):
+    assert "policy prompt" in reminder_rejection(reminder, len(reminder))
+
+
+def test_a_reminder_that_reached_the_grammar_bound_was_cut_off():
+    text = "[tm-p-6] The task is now in the status of [tm-p-1] procedural. The task is now ["
+    assert "cut off" in reminder_rejection(text, 80, reminder_limit=80)
+    assert reminder_rejection("[tm-p-6] Rerun after the fix.", 29, reminder_limit=80) is None
+    assert reminder_rejection("[tm-p-6] Rerun after the fix.", 29) is None
+
+
+def test_a_reminder_of_citations_only_says_nothing():
+    parsed = parse_envelope(
+        "<operations>[]</operations>\n<context_for_action>[tm-p-c]</context_for_action>"
+    )
+    assert parsed.reminder is None and "says nothing" in parsed.reminder_error
+    parsed = parse_envelope(
+        "<operations>[]</operations>\n<context_for_action>[tm-k-1] x</context_for_action>"
+    )
+    assert parsed.reminder == "[tm-k-1] x" and parsed.reminder_chars == len("[tm-k-1] x")
+
+
+def test_content_as_long_as_the_bound_is_dropped_as_cut_off():
+    ops = [
+        Operation("save_knowledge", content="x" * 40),
+        Operation("save_knowledge", content="short fact"),
+        Operation("delete", id="tm-k-1"),
+    ]
+    result = filter_operations(ops, unresolved_failures=False, content_limit=40)
+    assert result.cut_off == 1 and [op.content for op in result.operations] == ["short fact", None]
+
+
+class _Bounded(ScriptedAnswerClient):
+    """A scripted constrained route: its answers carry the grammar's bounds."""
+
+    async def complete(self, system, user, max_tokens, *, abort, on_usage):
+        answer = await super().complete(system, user, max_tokens, abort=abort, on_usage=on_usage)
+        return CompletionAnswer(
+            answer.text, decoding="grammar", content_limit=30, reminder_limit=30
+        )
+
+
+async def test_policy_gates_what_a_constrained_route_cut_off(tmp_path):
+    bank = TaskMemoryBank()
+    bank.save("procedural", "pytest -q failed twice", origin="rules")
+    cut = "[tm-p-1] The task is now in the s"  # 33 chars >= 30
+    answer = (
+        '<operations>[{"op":"save_knowledge","content":"' + "y" * 30 + '"}]</operations>\n'
+        f"<context_for_action>{cut}</context_for_action>"
+    )
+    inputs = PolicyInput(task="t", deterministic_trigger=True, workspace_root=tmp_path)
+    result = await run_task_memory_policy(bank, inputs, _Bounded(answer))
+    assert (result.decision, result.reason) == ("gated", "invalid_reminder")
+    assert "cut off" in result.error and result.dropped_operations == 1
+    ok = "<operations>[]</operations>\n<context_for_action>[tm-p-1] Fix it.</context_for_action>"
+    result = await run_task_memory_policy(bank, inputs, _Bounded(ok))
+    assert result.decision == "injected"

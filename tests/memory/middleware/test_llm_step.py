@@ -441,6 +441,11 @@ async def test_router_client_carries_target_model_and_grammar_mode(model_server)
         await router.aclose()
     assert (answer.target_id, answer.model_id, answer.decoding) == ("box", "small", "grammar")
     assert [(u.target_id, u.model_id, u.input_tokens) for u in reports] == [("box", "small", 40)]
+    # the grammar's bounds travel with a constrained answer (a string that long was cut)
+    from clio_acp.models.grammar import envelope_bounds_for_budget
+
+    _ops, content, reminder = envelope_bounds_for_budget(100)
+    assert (answer.content_limit, answer.reminder_limit) == (content, reminder)
 
 
 async def test_a_done_status_is_dropped_while_the_rules_tier_holds_an_unresolved_failure():
