@@ -224,3 +224,58 @@ def test_python_fed_a_writing_heredoc_changes_files():
     assert shell_changes_files(edit)
     assert shell_changes_files("python -u - << 'PY'\nwith open('f','w') as f: f.write('x')\nPY")
     assert not shell_changes_files("python3 <<EOF\nprint(open('data.txt').read())\nEOF")
+
+
+# -- the environment scan's ASCII fast path (issue 18) ---------------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from clio_acp.memory import calls as _calls  # noqa: E402
+
+_ENV_WORDS = st.sampled_from(
+    [
+        "Not Found",
+        "permission DENIED",
+        "bus",
+        "ECONNREFUSED",
+        "econnrefused",
+        "xENOTFOUND",
+        "No module named x",
+        "ſsl",
+        "\u212aey",
+        "ok",
+        "\n",
+        " ",
+        "TLS",
+        "quota",
+        "İ",
+    ]
+)
+
+
+def _regex_lines(text: str) -> list[str]:
+    """The scan as one ``_ENV_ANY`` regex pass (what the fast path must equal)."""
+    lines, last = [], -1
+    for match in _calls._ENV_ANY.finditer(text):
+        start = text.rfind("\n", 0, match.start()) + 1
+        if start != last:
+            end = text.find("\n", match.end())
+            lines.append(text[start : end if end >= 0 else len(text)].strip())
+            last = start
+    return lines
+
+
+@given(st.lists(_ENV_WORDS, max_size=30).map("".join))
+def test_environment_scan_finds_the_lines_the_regex_finds(text):
+    assert _calls._env_candidate_lines(text) == _regex_lines(text)
+
+
+def test_environment_scan_fast_path_keeps_case_and_errno_rules():
+    text = "curl: (6) Could not RESOLVE host\nfine\nError: connect ECONNREFUSED 1.2.3.4\nENOTFOUNDx"
+    assert _calls._env_candidate_lines(text) == [
+        "curl: (6) Could not RESOLVE host",
+        "Error: connect ECONNREFUSED 1.2.3.4",
+        "ENOTFOUNDx",
+    ]
+    assert _calls._env_candidate_lines("econnrefused only") == []
