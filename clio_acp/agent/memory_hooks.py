@@ -560,13 +560,21 @@ def durable_prompt_section(cwd: Path, settings: Settings, paths: Paths) -> str:
     return build_prompt_section(records, active).text
 
 
-def find_handoff_offer(cwd: Path) -> tuple[str, int] | None:
+def find_handoff_offer(cwd: Path, bank: Any = None) -> tuple[str, int] | None:
     """(basename, entry count) of the newest valid handoff in ``cwd`` (§7), or None.
-    Blocking: call it in a worker thread."""
-    from clio_acp.memory.handoff import handoff_offer
+    With ``bank``, the count is of the entries seeding would add to it, and None when
+    it would add nothing (a resumed session already holds them). Blocking: call it in
+    a worker thread."""
+    from clio_acp.memory.handoff import read_newest_handoff
+    from clio_acp.memory.handoff.seed import additions
 
-    offer = handoff_offer(cwd, enabled=True)
-    return (offer.source, offer.count) if offer is not None else None
+    artifact = read_newest_handoff(cwd)
+    if artifact is None:
+        return None
+    if bank is None:
+        return artifact.path.name, artifact.snapshot.count
+    count = len(additions(bank, artifact.snapshot))
+    return (artifact.path.name, count) if count else None
 
 
 def handoff_facts(rows: Sequence[Any]) -> dict[str, Any]:

@@ -773,7 +773,9 @@ class SessionManager:
         if not self._settings().context.memory.enabled:
             return None
         try:
-            found = await asyncio.to_thread(memory_hooks.find_handoff_offer, session.cwd)
+            found = await asyncio.to_thread(
+                memory_hooks.find_handoff_offer, session.cwd, session.memory.task_bank()
+            )
         except Exception:
             log.warning("handoff discovery failed", exc_info=True)
             return None

@@ -74,3 +74,25 @@ async def test_handoff_then_resume_offers_it_and_seed_imports(
         "skipped": 1,
         "source": path.name,
     }
+
+
+async def test_the_handoff_offer_counts_only_what_seeding_would_add(manager, workspace):
+    """Issue 21 item 5: reopening the session that wrote the handoff (its bank already
+    holds the entries) offers nothing; another session is offered only the new ones."""
+    a = await manager.new_session(workspace)
+    bank = a.memory.task_bank()
+    bank.save("procedural", "run tests with -p no:cacheprovider")
+    bank.save("knowledge", "the API lives in src/api.py")
+    await a.handoff()
+    await a.save_bank()
+    b = await manager.new_session(workspace)
+    b.memory.task_bank().save("knowledge", "the API lives in src/api.py")
+    await b.save_bank()
+    for session in (a, b):
+        await manager.close_session(session.id)
+
+    _same, same_events = await manager.load_session(a.id)
+    _other, other_events = await manager.load_session(b.id)
+    assert [e for e in same_events if e.type == "handoff_offer"] == []
+    [offer] = [e for e in other_events if e.type == "handoff_offer"]
+    assert offer.count == 1

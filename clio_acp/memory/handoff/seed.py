@@ -139,23 +139,29 @@ def handoff_offer(cwd: str | os.PathLike[str], *, enabled: bool) -> HandoffOffer
     return HandoffOffer(artifact.path.name, artifact.snapshot.count)
 
 
-def seed_bank(bank: TaskMemoryBank, snapshot: HandoffSnapshot) -> SeedResult:
-    """Import a snapshot into ``bank`` (§7): dedup by class and exact (normalized)
-    content against the bank and earlier entries of the same import; imported
-    entries get new ids and injectionCount 0. Status is never touched."""
-    seeded = skipped = 0
+def additions(bank: TaskMemoryBank, snapshot: HandoffSnapshot) -> list[tuple[str, str]]:
+    """(class, normalized content) of each snapshot entry seeding would add to
+    ``bank``: dedup by class and exact (normalized) content against the bank and
+    earlier entries of the same import (§7). Pure: the bank is not touched."""
+    out: list[tuple[str, str]] = []
     for kind, entries in (("knowledge", snapshot.knowledge), ("procedural", snapshot.procedural)):
-        existing = getattr(bank, kind)
-        seen = {e.content for e in existing}
+        seen = {e.content for e in getattr(bank, kind)}
         for entry in entries:
             content = normalize_content(entry.content)
-            if content in seen:
-                skipped += 1
-                continue
-            bank.save(kind, content, origin="seed")
-            seen.add(content)
-            seeded += 1
-    return SeedResult(seeded, skipped)
+            if content not in seen:
+                seen.add(content)
+                out.append((kind, content))
+    return out
+
+
+def seed_bank(bank: TaskMemoryBank, snapshot: HandoffSnapshot) -> SeedResult:
+    """Import a snapshot into ``bank`` (§7): the :func:`additions`; imported entries get
+    new ids and injectionCount 0. Status is never touched."""
+    added = additions(bank, snapshot)
+    for kind, content in added:
+        bank.save(kind, content, origin="seed")
+    total = len(snapshot.knowledge) + len(snapshot.procedural)
+    return SeedResult(len(added), total - len(added))
 
 
 def seed_from_newest_handoff(
