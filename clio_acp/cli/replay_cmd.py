@@ -25,14 +25,17 @@ import json
 import logging
 import sys
 import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from clio_acp.agent.memory_hooks import RouterMemoryClient
 from clio_acp.agent.recordings import FORMATS, RecordingFormatError
 from clio_acp.agent.replay import ReplayReport, replay_file
+from clio_acp.cli.argtypes import positive_int
 from clio_acp.paths import resolve_paths
-from clio_acp.settings import Settings
+from clio_acp.settings import MemorySettings, Settings
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +79,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="DIR",
         help="agreement of our firing points with the paper's memory agent (pma-tb2 folders)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="replay the files over N worker processes (rules tier; same report as one "
+        "process, in the order given)",
     )
     parser.set_defaults(func=run)
 
@@ -185,6 +196,65 @@ def _write_html(out: Path, items: list[tuple[Path, str, list[ReplayReport]]]) ->
     return True
 
 
+async def _replay_here(
+    path: Path,
+    fmt: str,
+    memory: MemorySettings,
+    factory: Any,
+    compact_every: int | None,
+) -> tuple[list[ReplayReport], str | None]:
+    """One file's reports, or the error line to print instead (unreadable file)."""
+    try:
+        reports = await replay_file(
+            path, fmt, lambda: memory, client_factory=factory, compact_every=compact_every
+        )
+    except RecordingFormatError as exc:
+        return [], str(exc)
+    except OSError as exc:
+        return [], f"{path}: {exc}"
+    return reports, None
+
+
+def _replay_in_worker(
+    path: Path, fmt: str, memory: MemorySettings, compact_every: int | None
+) -> tuple[list[ReplayReport], str | None]:
+    """``_replay_here`` in a ``--jobs`` worker process (rules tier)."""
+    return asyncio.run(_replay_here(path, fmt, memory, None, compact_every))
+
+
+async def _replayed(
+    args: argparse.Namespace, memory: MemorySettings, factory: Any, progress: _Progress
+) -> AsyncIterator[tuple[Path, list[ReplayReport], str | None]]:
+    """``(path, reports, error)`` per file, in the order given: here, or with
+    ``--jobs N`` fanned out over N processes (``concurrent.futures``). Each file is
+    replayed from a fresh middleware either way, so the reports are the same. The LLM
+    tier (a memory client) stays in this process."""
+    jobs = min(args.jobs, len(args.files))
+    if jobs > 1 and factory is not None:
+        print("clio-acp replay: --jobs applies to the rules tier; one process", file=sys.stderr)
+        jobs = 1
+    if jobs <= 1:
+        for path in args.files:
+            progress.start(path)
+            reports, error = await _replay_here(
+                path, args.format, memory, factory, args.compact_every
+            )
+            yield path, reports, error
+        return
+    loop = asyncio.get_running_loop()
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        pending = [
+            loop.run_in_executor(
+                pool, _replay_in_worker, path, args.format, memory, args.compact_every
+            )
+            for path in args.files
+        ]
+        for path, future in zip(args.files, pending, strict=True):
+            progress.start(path)
+            reports, error = await future
+            yield path, reports, error
+
+
 class _Progress:
     """Progress of a replay on stderr: a line per file when there are several or the
     LLM tier runs (minutes per file), and one per memory step with the LLM tier."""
@@ -258,22 +328,9 @@ async def _run(args: argparse.Namespace) -> int:
     html_items: list[tuple[Path, str, list[ReplayReport]]] = []
     totals = {"files": 0, "toolCalls": 0, "failures": 0, "informative": 0, "reminders": 0}
     try:
-        for path in args.files:
-            progress.start(path)
-            try:
-                reports = await replay_file(
-                    path,
-                    args.format,
-                    lambda: memory,
-                    client_factory=factory,
-                    compact_every=args.compact_every,
-                )
-            except RecordingFormatError as exc:
-                print(f"clio-acp replay: {exc}", file=sys.stderr)
-                failed += 1
-                continue
-            except OSError as exc:
-                print(f"clio-acp replay: {path}: {exc}", file=sys.stderr)
+        async for path, reports, error in _replayed(args, memory, factory, progress):
+            if error is not None:
+                print(f"clio-acp replay: {error}", file=sys.stderr)
                 failed += 1
                 continue
             totals["files"] += 1

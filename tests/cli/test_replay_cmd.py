@@ -1,0 +1,61 @@
+"""``clio-acp replay --jobs N`` (issue 18 part 3): the files fanned out over worker
+processes give the same report, in the same order, as one process.
+
+Run as real subprocesses (the option is about processes). The recordings are read from
+``../shared/trajectories`` (never copied)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from tests.conftest import SHARED
+
+TRAJ = SHARED / "trajectories"
+_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+def _files(bogus) -> list[str]:
+    mini = TRAJ / "mini-swe-agent-gemini3-swebv"
+    return [
+        str(mini / "django__django-16263.traj.json"),
+        str(bogus),
+        str(TRAJ / "openhands-swebl-gpt5" / "output.jsonl"),
+        str(mini / "astropy__astropy-12907.traj.json"),
+        str(TRAJ / "pma-tb2" / "regex-log" / "baseline-sonnet" / "trajectory_agent.steps.jsonl"),
+        str(mini / "sphinx-doc__sphinx-9711.traj.json"),
+    ]
+
+
+def _without_clock(value):
+    """The report minus wall-clock timestamps (createdAt, lastTouchedAt)."""
+    if isinstance(value, dict):
+        return {
+            k: _without_clock(v)
+            for k, v in value.items()
+            if not (isinstance(v, str) and _TIMESTAMP.match(v))
+        }
+    if isinstance(value, list):
+        return [_without_clock(v) for v in value]
+    return value
+
+
+def test_jobs_give_the_serial_report_in_the_same_order(run_cli, tmp_path):
+    bogus = tmp_path / "notes.txt"
+    bogus.write_text("hello\n")
+    serial = run_cli("replay", "--json", *_files(bogus), timeout=300)
+    fanned = run_cli("replay", "--json", "--jobs", "2", *_files(bogus), timeout=300)
+    assert serial.returncode == fanned.returncode == 1  # the bogus file, reported by both
+    for result in (serial, fanned):
+        assert result.stderr.count("unknown trajectory format") == 1
+    reports = [[json.loads(line) for line in r.stdout.splitlines()] for r in (serial, fanned)]
+    assert [r["instance"] for r in reports[1]] == [r["instance"] for r in reports[0]]
+    assert len(reports[0]) >= 5
+    assert sum(r["summary"]["reminders"] for r in reports[0]) > 0
+    assert _without_clock(reports[1]) == _without_clock(reports[0])
+
+
+def test_jobs_must_be_a_positive_number(run_cli):
+    result = run_cli("replay", "--jobs", "0", "x.json")
+    assert result.returncode == 2
+    assert "--jobs" in result.stderr
