@@ -1,7 +1,7 @@
 """``clio-acp acp`` driven by the official TypeScript SDK (``@agentclientprotocol/sdk``
 from npm, installed by ``.ci/run`` into ``tests/acp/ts/node_modules``) through
 initialize, new, prompt with streaming, permission, cancel, close, load with replay,
-list and resume (issue 7 item 8)."""
+list and resume (issue 7 item 8), then the client's MCP server and the plan (issue 21)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import subprocess_env
+from tests.conftest import REPO_ROOT, subprocess_env
 from tests.support.model_server import Reply, ToolCall, usage
 
 pytestmark = pytest.mark.slow
 
 TS_DIR = Path(__file__).parent / "ts"
+PLAN = [
+    {"content": "add the numbers", "status": "in_progress"},
+    {"content": "report", "status": "pending"},
+]
 SDK_DIR = TS_DIR / "node_modules" / "@agentclientprotocol" / "sdk"
 
 
@@ -49,12 +53,23 @@ def test_typescript_sdk_client_passes_the_full_flow(model_server, tmp_path):
         ),
         Reply(text="The file is written."),
         Reply(text=["slow "] * 200, chunk_delay=0.05),
+        Reply(tool_calls=[ToolCall("todo_write", json.dumps({"todos": PLAN}))]),
+        Reply(tool_calls=[ToolCall("mcp__demo__add", json.dumps({"a": 2, "b": 40}))]),
+        Reply(text="42"),
     )
     agent_cmd = [sys.executable, "-m", "clio_acp", "acp"]
+    mcp_cmd = [sys.executable, "-m", "tests.support.mcp_server"]
     proc = subprocess.run(
         [node, str(TS_DIR / "interop.mjs")],
         cwd=TS_DIR,
-        env=subprocess_env({"AGENT_CMD": json.dumps(agent_cmd), "WORKSPACE": str(workspace)}),
+        env=subprocess_env(
+            {
+                "AGENT_CMD": json.dumps(agent_cmd),
+                "WORKSPACE": str(workspace),
+                "MCP_CMD": json.dumps(mcp_cmd),
+                "MCP_PYTHONPATH": str(REPO_ROOT),
+            }
+        ),
         capture_output=True,
         text=True,
         timeout=180,
@@ -90,3 +105,11 @@ def test_typescript_sdk_client_passes_the_full_flow(model_server, tmp_path):
     assert summary["listed"] == [summary["sessionId"]]
     assert summary["resumeNewMessages"] == 0
     assert summary["afterCloseError"] == -32002
+
+    # The client's MCP server and the plan, seen by the official client (issue 21).
+    assert summary["mcpStop"] == "end_turn"
+    assert summary["mcpPlans"] == [[["add the numbers", "in_progress"], ["report", "pending"]]]
+    kinds = dict(summary["mcpToolCalls"])
+    assert "other" in kinds.values() and "think" in kinds.values()
+    assert summary["mcpPermissions"] == ["other"]
+    assert "42" in model_server.bodies[-1]["messages"][-1]["content"]

@@ -1,10 +1,12 @@
 // Drives `clio-acp acp` with the official TypeScript ACP SDK (@agentclientprotocol/sdk)
 // through the full flow: initialize, new, prompt with streaming, permission, cancel,
-// close, load with replay, list, resume. The Python test
+// close, load with replay, list, resume; then a session with the client's MCP server
+// whose tool the scripted model calls after keeping a plan. The Python test
 // (tests/acp/test_ts_interop.py) scripts the model server, starts this
 // script, and asserts on the JSON summary it prints on stdout.
 //
-// Environment: AGENT_CMD (JSON argv of the agent), WORKSPACE (absolute folder).
+// Environment: AGENT_CMD (JSON argv of the agent), WORKSPACE (absolute folder),
+// MCP_CMD (JSON argv of a stdio MCP server), MCP_PYTHONPATH (its PYTHONPATH).
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import * as acp from "@agentclientprotocol/sdk";
@@ -143,6 +145,42 @@ const summary = {};
     } catch (error) {
       summary.afterCloseError = error.code;
     }
+  });
+  child.kill();
+}
+
+// --- third connection: the client's MCP server and the agent's plan (issue 21)
+{
+  const record = { updates: [], permissions: [], waiters: [] };
+  const { child, stream } = startAgent();
+  const mcpArgv = JSON.parse(process.env.MCP_CMD);
+  await makeClient(record).connectWith(stream, async (ctx) => {
+    await ctx.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION });
+    const created = await ctx.request(acp.methods.agent.session.new, {
+      cwd: workspace,
+      mcpServers: [
+        {
+          name: "demo",
+          command: mcpArgv[0],
+          args: mcpArgv.slice(1),
+          env: [{ name: "PYTHONPATH", value: process.env.MCP_PYTHONPATH }],
+        },
+      ],
+    });
+    const sid = created.sessionId;
+    const done = await ctx.request(acp.methods.agent.session.prompt, {
+      sessionId: sid,
+      prompt: [{ type: "text", text: "plan, then add 2 and 40" }],
+    });
+    summary.mcpStop = done.stopReason;
+    summary.mcpPlans = record.updates
+      .filter((u) => u.sessionId === sid && u.update.sessionUpdate === "plan")
+      .map((u) => u.update.entries.map((e) => [e.content, e.status]));
+    summary.mcpToolCalls = record.updates
+      .filter((u) => u.sessionId === sid && u.update.sessionUpdate === "tool_call")
+      .map((u) => [u.update.title, u.update.kind]);
+    summary.mcpPermissions = record.permissions.map((p) => p.toolCall.kind);
+    await ctx.request(acp.methods.agent.session.close, { sessionId: sid });
   });
   child.kill();
 }
