@@ -223,6 +223,20 @@ class TaskMemoryBank:
         """Copies of the procedural entries, oldest first (§2)."""
         return [replace(e) for e in self._entries["procedural"].values()]
 
+    def delta_view(self) -> dict[str, Any]:
+        """``{"status": {id, content, createdAt} | None, "knowledge": [...],
+        "procedural": [...]}`` (oldest first): what ``telemetry.bank_delta`` compares,
+        read without copying the entries (taken once per telemetry row)."""
+
+        def light(entry: TaskMemoryEntry) -> dict[str, str]:
+            return {"id": entry.id, "content": entry.content, "createdAt": entry.created_at}
+
+        return {
+            "status": light(self._status) if self._status else None,
+            "knowledge": [light(e) for e in self._entries["knowledge"].values()],
+            "procedural": [light(e) for e in self._entries["procedural"].values()],
+        }
+
     @property
     def size(self) -> int:
         """Number of entries, status included."""

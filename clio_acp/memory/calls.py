@@ -656,12 +656,22 @@ def failure_lines(output: str | None, *, exit_code: int | None = None) -> tuple[
     text = output or ""
     if len(text) > SIGNATURE_HEAD_CHARS + SIGNATURE_TAIL_CHARS:
         text = text[:SIGNATURE_HEAD_CHARS] + "\n" + text[-SIGNATURE_TAIL_CHARS:]
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    lines = [ln for ln in lines if not ln.startswith(("> ", ">>> ")) and not _BANNER.match(ln)]
-    if not lines:
+    # From the end: the last three problem lines are found without testing every line.
+    chosen: list[str] = []
+    last_lines: list[str] = []
+    for raw in reversed(text.splitlines()):
+        line = raw.strip()
+        if not line or line.startswith(("> ", ">>> ")) or _BANNER.match(line):
+            continue
+        if len(last_lines) < FAILURE_LINES:
+            last_lines.append(line)
+        if _PROBLEM_LINE.search(line) or _EXCEPTION_LINE.match(line):
+            chosen.append(line)
+            if len(chosen) == FAILURE_LINES:
+                break
+    if not last_lines:
         return (f"<empty output, exit {exit_code}>",)
-    chosen = [ln for ln in lines if _PROBLEM_LINE.search(ln) or _EXCEPTION_LINE.match(ln)]
-    chosen = (chosen or lines)[-FAILURE_LINES:]
+    chosen = (chosen or last_lines)[::-1]
     return tuple(_MEASURED.sub("<x>", _LONG_NUMBER.sub("<n>", _mask_volatile(ln))) for ln in chosen)
 
 

@@ -279,3 +279,48 @@ def test_environment_scan_fast_path_keeps_case_and_errno_rules():
         "ENOTFOUNDx",
     ]
     assert _calls._env_candidate_lines("econnrefused only") == []
+
+
+# -- failure lines scanned from the end (issue 18) -------------------------------------
+
+_OUTPUT_LINES = st.sampled_from(
+    [
+        "",
+        "   ",
+        "ok 12",
+        "FAILED test_x.py::test_a - assert 1 == 2",
+        "error: 1234567 went wrong at 0.123456",
+        "ValueError: bad",
+        "> assert x",
+        ">>> error in doctest",
+        "===== 2 failed, 1 passed =====",
+        "----------",
+        "timed out",
+        "done",
+    ]
+)
+
+
+def _failure_lines_by_definition(output, exit_code):
+    """§13.1 as written: every kept line tested, the last three problem lines."""
+    from clio_acp.memory.calls import (
+        _BANNER,
+        _EXCEPTION_LINE,
+        _LONG_NUMBER,
+        _MEASURED,
+        _PROBLEM_LINE,
+        _mask_volatile,
+    )
+
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    lines = [ln for ln in lines if not ln.startswith(("> ", ">>> ")) and not _BANNER.match(ln)]
+    if not lines:
+        return (f"<empty output, exit {exit_code}>",)
+    chosen = [ln for ln in lines if _PROBLEM_LINE.search(ln) or _EXCEPTION_LINE.match(ln)]
+    chosen = (chosen or lines)[-3:]
+    return tuple(_MEASURED.sub("<x>", _LONG_NUMBER.sub("<n>", _mask_volatile(ln))) for ln in chosen)
+
+
+@given(st.lists(_OUTPUT_LINES, max_size=12).map("\n".join))
+def test_failure_lines_scanned_from_the_end_match_the_definition(output):
+    assert _calls.failure_lines(output, exit_code=2) == _failure_lines_by_definition(output, 2)

@@ -92,16 +92,7 @@ class ActivityLog:
     def _delta_snapshot(self) -> dict[str, Any]:
         """What ``bank_delta`` compares (id, content, createdAt per class): cheaper
         than a full deep-copied snapshot, taken once per telemetry row."""
-
-        def light(entry: Any) -> dict[str, str]:
-            return {"id": entry.id, "content": entry.content, "createdAt": entry.created_at}
-
-        status = self.bank.status
-        return {
-            "status": light(status) if status else None,
-            "knowledge": [light(e) for e in self.bank.knowledge],
-            "procedural": [light(e) for e in self.bank.procedural],
-        }
+        return self.bank.delta_view()
 
     def _take_delta(self, tier: str) -> BankDelta:
         """Bank writes since the previous row (computed only when something wrote)."""
