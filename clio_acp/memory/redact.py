@@ -87,13 +87,14 @@ _SPEC_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 # Group 1 (kept): a secret-flavoured key, optional quote, ':' or '=', optional
-# quote. The lookahead (DF-12) skips a value that opens a call with no argument,
-# a literal or the end of text (``BASE_TOKENS = frozenset({``), so code constants
+# quote (``::`` is a scope, as in ``TestToken::test_x``, not a separator). The
+# lookahead (DF-12) skips a value that opens a call with no argument, a literal
+# or the end of text (``BASE_TOKENS = frozenset({``), so code constants
 # survive while ``password: Summer2024(!)`` is still a value. The value never runs
 # into a U+E000 marker placeholder (see ``redact_preserving_markers``).
 _ASSIGNMENT = re.compile(
     r"\b((?:[A-Za-z0-9_-]*" + _SECRET_WORDS + r"[A-Za-z0-9_-]*)"
-    r"\s*[\"']?\s*[:=]\s*[\"']?)"
+    r"\s*[\"']?\s*(?:=|:(?!:))\s*[\"']?)"
     r"(?![A-Za-z_][\w.]*\((?:[\s\"'{\[)]|\Z))"
     r"([^\s\"'`;,&|<>\ue000]{8,})",
     re.ASCII | re.IGNORECASE,

@@ -79,3 +79,13 @@ def test_cut_after_redaction_never_exceeds_the_limit() -> None:
     assert len(out) <= 1200
     assert "AKIA" not in out and "[redacted:" not in out  # half a marker is dropped whole
     assert cut_redacted("short AKIAABCDEFGHIJKLMNOP", 1200) == "short [redacted:aws-access-key]"
+
+
+def test_scope_operator_is_not_an_assignment() -> None:
+    # A pytest node id or C++/Rust path naming a token is not a key=value secret.
+    for text in (
+        "FAILED tests/test_auth.py::TestTokenRefresh::test_refresh_2fa_v2 - assert 1",
+        "call SecretStore::load_from_disk() first",
+    ):
+        assert redact_secrets_text(text) == text
+    assert redact_secrets_text("token: abcdefgh12") == "token: [redacted:assignment]"
