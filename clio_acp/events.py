@@ -112,7 +112,9 @@ class MemoryReminder(_Event):
     paths: list[str] = Field(default_factory=list)
     """Workspace files the reminder or its cited entries name (absolute)."""
     line: int | None = None
-    """0-based line in the first path, when a digest named one."""
+    """0-based line in the first path, when the failure output named one."""
+    lines: list[int | None] = Field(default_factory=list)
+    """0-based line in each of ``paths`` (same order; None or missing: no line)."""
     proposal_id: str | None = None
 
 

@@ -300,6 +300,7 @@ class AgentLoop:
                     "cited": list(reminder.cited),
                     "trigger": reminder.trigger,
                     "paths": list(reminder.paths),
+                    "lines": list(reminder.lines),
                     "to_model": True,
                 },
             )
@@ -311,6 +312,8 @@ class AgentLoop:
                     channel=reminder.channel,
                     trigger=reminder.trigger,
                     paths=list(reminder.paths),
+                    line=reminder.lines[0] if reminder.lines else None,
+                    lines=list(reminder.lines),
                 )
             )
 

@@ -297,7 +297,9 @@ async def _announce_result(
                 cited_entries=list(annotation.cited),
                 channel="annotation",
                 trigger=annotation.trigger,
-                paths=call.locations,
+                paths=list(annotation.paths) or list(call.locations),
+                line=annotation.lines[0] if annotation.paths and annotation.lines else None,
+                lines=list(annotation.lines) if annotation.paths else [],
             )
         )
 

@@ -10,7 +10,7 @@ no memory policy. Status is never rendered (MEMORY_SPEC §1: status is private).
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,10 +69,7 @@ def render_memory_document(
         bank = {k: v for k, v in bank.items() if k != "status"}
     for key in ("tier", "enabled", "lastDecision", "last_decision"):
         if key in board:
-            value = board.pop(key)
-            label = "last decision" if key.startswith("last") else key
-            shown = json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else value
-            lines.append(f"- {label}: {_one_line(shown)}")
+            lines += _bullets(key, board.pop(key), 0)
     if len(lines) > 4:
         lines.append("")
     for kind, title in (("knowledge", "Knowledge"), ("procedural", "Procedural")):
@@ -104,11 +101,60 @@ def render_memory_document(
         trigger = f" ({reminder.trigger})" if reminder.trigger else ""
         lines.append(f"- {_one_line(reminder.text)}{trigger}")
     lines.append("")
-    for key, value in board.items():
-        shown = json.dumps(value, sort_keys=True, default=str)
-        lines.append(f"- {key}: {_one_line(shown)}")
+    if board:
+        lines += ["## Details", ""]
+        for key, value in board.items():
+            lines += _bullets(key, value, 0)
     out.text = "\n".join(lines).rstrip("\n") + "\n"
     return out
+
+
+MAX_DEPTH = 3
+"""Nesting shown for the board's details; deeper values are summarised."""
+MAX_ITEMS = 20
+"""Items of one list or object shown; the rest are counted."""
+
+
+def _label(key: Any) -> str:
+    """``lastDecision`` / ``last_decision`` → ``last decision``."""
+    text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", str(key)).replace("_", " ")
+    return text.lower()
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return _one_line(value)
+
+
+def _bullets(key: Any, value: Any, depth: int) -> list[str]:
+    """``value`` under ``key`` as Markdown bullets (nested objects and lists indented),
+    never as JSON."""
+    pad = "  " * depth
+    head = f"{pad}- {_label(key)}" if key is not None else f"{pad}-"
+    if isinstance(value, dict | list) and not value:
+        return [f"{head}: none"]
+    if isinstance(value, list) and all(not isinstance(v, dict | list) for v in value):
+        shown = ", ".join(_scalar(v) for v in value[:MAX_ITEMS])
+        more = f" (+{len(value) - MAX_ITEMS} more)" if len(value) > MAX_ITEMS else ""
+        return [f"{head}: {shown}{more}"]
+    if not isinstance(value, dict | list):
+        return [f"{head}: {_scalar(value)}"]
+    if depth >= MAX_DEPTH:
+        return [f"{head}: {len(value)} items"]
+    items = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
+    lines = [f"{head}:" if key is not None else head]
+    for child_key, child in items[:MAX_ITEMS]:
+        lines += _bullets(child_key, child, depth + 1)
+    if len(items) > MAX_ITEMS:
+        lines.append(f"{pad}  - … {len(items) - MAX_ITEMS} more")
+    return lines
+
+
+GITIGNORE = "*\n"
+"""``.clio-coder/.gitignore``: nothing in the folder is the user's to commit."""
 
 
 def write_atomically(path: Path, text: str) -> bool:
@@ -124,5 +170,8 @@ def write_atomically(path: Path, text: str) -> bool:
     except (OSError, UnicodeDecodeError):
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
+    ignore = path.parent / ".gitignore"
+    if not ignore.exists():
+        write_atomic(ignore, GITIGNORE)
     write_atomic(path, text)
     return True

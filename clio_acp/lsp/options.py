@@ -59,15 +59,42 @@ class InitializationOptions(_Options):
     """How long an ``ask`` permission prompt waits for the user before denying, ms."""
 
 
+def names_options(raw: Any) -> bool:
+    """Whether ``raw`` (a ``didChangeConfiguration.settings`` without a ``clio``
+    section) is a bare ``clio`` options object: every key is one of ours. Another
+    server's section (``{"pylsp": …}``) is not."""
+    if not isinstance(raw, dict) or not raw:
+        return False
+    fields = InitializationOptions.model_fields
+    known = set(fields) | {to_camel(name) for name in fields}
+    return all(isinstance(key, str) and key in known for key in raw)
+
+
+def _merge(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+    """``change`` over ``base`` (camelCase keys; snake_case keys of ``change`` are
+    turned camelCase); nested objects merge, anything else replaces."""
+    merged = dict(base)
+    for key, value in change.items():
+        name = to_camel(key) if isinstance(key, str) else key
+        current = merged.get(name)
+        if isinstance(current, dict) and isinstance(value, dict):
+            merged[name] = _merge(current, value)
+        else:
+            merged[name] = value
+    return merged
+
+
 def parse_options(
     raw: Any, *, base: InitializationOptions | None = None
 ) -> tuple[InitializationOptions, str | None]:
     """Validate ``raw`` (a JSON object, or null) into options.
 
-    Returns ``(options, None)`` on success. On invalid input returns
-    ``(base or defaults, message)``: the message names each bad key and says the
-    defaults (or the previous values) stay in force. Never raises. A wrapping
-    ``{"clio": {...}}`` object is unwrapped.
+    Returns ``(options, None)`` on success. With ``base``, ``raw`` is a partial
+    change: only the keys it names change (nested objects merge key by key), so a
+    ``didChangeConfiguration`` carrying one key keeps ``editorSessionId``. On invalid
+    input returns ``(base or defaults, message)``: the message names each bad key and
+    says the defaults (or the previous values) stay in force. Never raises. A
+    wrapping ``{"clio": {...}}`` object is unwrapped.
     """
     fallback = base or InitializationOptions()
     if raw is None:
@@ -76,6 +103,8 @@ def parse_options(
         raw = raw[CONFIG_SECTION]
     if not isinstance(raw, dict):
         return fallback, "clio: options must be a JSON object; using defaults."
+    if base is not None:
+        raw = _merge(base.model_dump(by_alias=True), raw)
     try:
         return InitializationOptions.model_validate(raw), None
     except ValidationError as exc:

@@ -310,8 +310,8 @@ def _args(model: type[M] | str, args: tuple[Any, ...], bare: str | None = None) 
     if len(args) > 1:
         raise JsonRpcInvalidParams(f"expected at most one argument, got {len(args)}")
     raw = _plain(args[0]) if args else {}
-    if raw is None:
-        raw = {}
+    if raw is None or raw == [] or raw == [[]]:
+        raw = {}  # Neovim encodes an empty table ``{}`` as ``[]``: no arguments
     if isinstance(raw, str) and bare is not None:
         raw = {bare: raw}
     try:
@@ -411,13 +411,16 @@ async def did_change_configuration(
 ) -> None:
     """LSP ``workspace/didChangeConfiguration``: new options (pushed, or pulled when the
     push is empty)."""
-    from clio_acp.lsp.options import CONFIG_SECTION
+    from clio_acp.lsp.options import CONFIG_SECTION, names_options
 
     settings = _plain(params.settings)
     if isinstance(settings, dict) and CONFIG_SECTION in settings:
         ls.apply_options(settings[CONFIG_SECTION], base=ls.options)
-    elif settings:
+    elif names_options(settings):
         ls.apply_options(settings, base=ls.options)
+    elif settings:
+        # Another server's section (eglot sends every server's): not ours, no popup.
+        logger.info("didChangeConfiguration without a %r section ignored", CONFIG_SECTION)
     else:
         await ls.pull_configuration()
 
@@ -465,7 +468,8 @@ async def session_changed(ls: ClioLanguageServer, params: Any) -> None:
 )
 async def code_action(ls: ClioLanguageServer, params: types.CodeActionParams) -> list[Any]:
     """LSP ``textDocument/codeAction``: Approve/Reject quick fixes on memory diagnostics
-    that name a pending proposal, and a source action listing every pending proposal."""
+    that name a pending proposal, and a source action listing every pending proposal
+    (on the memory document, or when ``context.only`` asks for source actions)."""
     only = params.context.only
     actions: list[types.CodeAction] = []
     wants_fixes = not only or any(str(k).startswith("quickfix") for k in only)
@@ -488,8 +492,9 @@ async def code_action(ls: ClioLanguageServer, params: types.CodeActionParams) ->
                 continue
             seen.add(proposal.record_id)
             actions.extend(translate.proposal_quick_fixes(proposal, echoed))
-    wants_source = not only or any(translate.PROPOSALS_ACTION_KIND.startswith(str(k)) for k in only)
-    if wants_source:
+    on_document = params.text_document.uri == ls.face.document.path.as_uri()
+    asked = bool(only) and any(translate.PROPOSALS_ACTION_KIND.startswith(str(k)) for k in only)
+    if asked or (on_document and not only):
         pending = await _pending_proposals(ls)
         if pending:
             actions.append(translate.proposals_source_action(pending))
@@ -592,6 +597,7 @@ async def session_close(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 async def memory_show(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     """``clio.memory.show``: write the memory document; ``{sessionId, board, proposals:
     [{recordId, scope, content}], document}``."""
+    ls.face.document.arm()
     _args(ShowArgs, args)
     await ls.face.document.write_now()
     pending = await _pending_proposals(ls)
@@ -609,6 +615,7 @@ async def memory_show(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 async def memory_approve(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     """``clio.memory.approve`` ``{recordId}``: ``commands.approve``; ``{recordId,
     status}``; unknown id is ``RequestFailed``."""
+    ls.face.document.arm()
     parsed = _args(RecordArgs, args, bare="recordId")
     outcome = await _core(commands.approve(ls.paths, parsed.record_id))
     ls.face.proposals.resolve(parsed.record_id)
@@ -619,6 +626,7 @@ async def memory_approve(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 async def memory_reject(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
     """``clio.memory.reject`` ``{recordId}``: ``commands.reject``; ``{recordId, status}``;
     unknown id is ``RequestFailed``."""
+    ls.face.document.arm()
     parsed = _args(RecordArgs, args, bare="recordId")
     outcome = await _core(commands.reject(ls.paths, parsed.record_id))
     ls.face.proposals.resolve(parsed.record_id)
@@ -629,6 +637,7 @@ async def memory_reject(ls: ClioLanguageServer, *args: Any) -> dict[str, Any]:
 async def memory_promote(ls: ClioLanguageServer, *args: Any) -> Any:
     """``clio.memory.promote`` ``{entryId, scope, acknowledgeGlobal?, sessionId?}``:
     ``commands.promote``; ``{status}`` or ``{status, recordId, created}``."""
+    ls.face.document.arm()
     parsed = _args(PromoteArgs, args, bare="entryId")
     session = ls.face.require_session(parsed.session_id)
     result = await _core(
@@ -649,6 +658,7 @@ async def memory_propose_event(ls: ClioLanguageServer, *args: Any) -> Any:
     """``clio.memory.proposeEvent`` ``{event, scope?, acknowledgeGlobal?, content?,
     sessionId?}``: a journal event becomes an unapproved record
     (``commands.propose_event``)."""
+    ls.face.document.arm()
     parsed = _args(ProposeEventArgs, args, bare="event")
     session = ls.face.require_session(parsed.session_id)
     result = await _core(
@@ -669,6 +679,7 @@ async def memory_propose_event(ls: ClioLanguageServer, *args: Any) -> Any:
 async def memory_seed(ls: ClioLanguageServer, *args: Any) -> Any:
     """``clio.memory.seed`` ``{sessionId?}``: ``commands.seed``; ``{status}`` or
     ``{status, seeded, skipped, source}``."""
+    ls.face.document.arm()
     parsed = _args(SessionArgs, args, bare="sessionId")
     result = await _core(commands.seed(ls.face.require_session(parsed.session_id)))
     ls.face.document.schedule()

@@ -211,6 +211,7 @@ class SessionFace:
     async def prompt(self, text: str, session_id: str | None) -> dict[str, Any]:
         """Run one turn; returns ``{sessionId, stopReason}``. Cancelling the calling
         task ($/cancelRequest) cancels the turn in the core and waits for it to end."""
+        self.document.arm()  # the user asked: the workspace may be written from now on
         session = await self.current_or_new(session_id)
         running = self._turns.get(session.id)
         if running is not None and not running.task.done():

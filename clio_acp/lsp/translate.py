@@ -10,6 +10,7 @@ server: every function here is testable with plain values. Diagnostics are match
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,25 +101,49 @@ def _severity(name: str) -> types.DiagnosticSeverity:
     return types.DiagnosticSeverity.Information
 
 
-def reminder_targets(
-    reminder: MemoryReminder, memory_doc: Path, memory_doc_line: int
-) -> list[tuple[str, int]]:
-    """``(uri, 0-based line)`` for each place a reminder is shown: every file it names
-    (the digest's line on the first one, else line 0), or the memory document's line."""
-    paths = list(dict.fromkeys(p for p in reminder.paths if Path(p).is_absolute()))
-    if not paths:
-        return [(memory_doc.as_uri(), memory_doc_line)]
-    targets = []
-    for index, path in enumerate(paths):
-        line = reminder.line if index == 0 and reminder.line is not None else 0
-        targets.append((Path(path).as_uri(), max(0, line)))
-    return targets
+def reminder_files(reminder: MemoryReminder, workspace: Path) -> list[tuple[Path, int]]:
+    """``(file, 0-based line)`` for each file of ``workspace`` a reminder names (its
+    failure's line, else line 0), in the reminder's order; empty when it names none
+    (the reminder is then shown on the memory document)."""
+    lines = list(reminder.lines) or [reminder.line]
+    targets: dict[Path, int] = {}
+    for index, raw in enumerate(reminder.paths):
+        path = Path(raw)
+        if not path.is_absolute() or path in targets or not _inside(path, workspace):
+            continue
+        line = lines[index] if index < len(lines) else None
+        targets[path] = max(0, line) if isinstance(line, int) else 0
+    return list(targets.items())
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def line_range(text: str | None, line: int, units: Callable[[str], int]) -> types.Range:
+    """The range of line ``line`` whose text is ``text``: from its first non-blank
+    character to its end, counted with ``units`` (the negotiated position encoding:
+    UTF-16 or UTF-8 code units); zero-width at column 0 when the text is unknown."""
+    if not text or not text.strip():
+        position = types.Position(line=line, character=0)
+        return types.Range(start=position, end=position)
+    indent = text[: len(text) - len(text.lstrip())]
+    return types.Range(
+        start=types.Position(line=line, character=units(indent)),
+        end=types.Position(line=line, character=units(text.rstrip())),
+    )
 
 
 def reminder_diagnostic(
-    reminder: MemoryReminder, line: int, *, severity: str, proposal_id: str | None
+    reminder: MemoryReminder,
+    line: int,
+    *,
+    severity: str,
+    proposal_id: str | None,
+    range_: types.Range | None = None,
 ) -> types.Diagnostic:
-    """The diagnostic of one reminder at ``line`` (zero-width at column 0)."""
+    """The diagnostic of one reminder at ``line`` (``range_``, else zero-width at
+    column 0)."""
     position = types.Position(line=line, character=0)
     data: dict[str, Any] = {
         "kind": "reminder",
@@ -129,7 +154,7 @@ def reminder_diagnostic(
     if proposal_id:
         data["proposalId"] = proposal_id
     return types.Diagnostic(
-        range=types.Range(start=position, end=position),
+        range=range_ or types.Range(start=position, end=position),
         message=reminder.text,
         severity=_severity(severity),
         source=MEMORY_SOURCE,

@@ -14,6 +14,7 @@ only ever an explicit operator call (ARCHITECTURE invariant 3).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,20 +52,29 @@ class CommandError(Exception):
 # -- durable proposals (MEMORY_SPEC §6) ----------------------------------------------
 
 
-async def pending_proposals(paths: Paths) -> list[MemoryProposal]:
+async def pending_proposals(paths: Paths, *, workspace: Path | None = None) -> list[MemoryProposal]:
     """Every *pending* proposal: a durable record neither approved nor rejected (§6
     ``status == "proposed"``), in records.json order, as ``MemoryProposal`` events
     (``record_id``, ``scope``, ``content`` = the lesson, ``entry_id`` and
-    ``session_id`` from its provenance, ``""`` when unknown).
+    ``session_id`` from its provenance, ``""`` when unknown). With ``workspace``,
+    repo-scoped records of other repositories are left out (§6 identity).
 
     Raises :class:`CommandError` when records.json cannot be read (corrupt, locked)."""
     try:
         records = await DurableMemory.from_paths(paths).list_records()
     except MemoryStoreError as exc:
         raise CommandError(f"durable memory unreadable: {exc}") from None
+    repository = None
+    if workspace is not None:
+        from clio_acp.memory.identity import canonical_repository_identity
+
+        repository = await asyncio.to_thread(canonical_repository_identity, str(workspace))
     pending = []
     for record in records:
         if record.status != "proposed":
+            continue
+        key = record.repository.key if record.repository is not None else None
+        if workspace is not None and record.scope == "repo" and key != repository:
             continue
         provenance = record.provenance
         pending.append(

@@ -198,6 +198,8 @@ def replay_events(session_id: str, rows: Sequence[JournalEntry]) -> list[Session
                     channel=data.get("channel") or "reminder",
                     trigger=data.get("trigger"),
                     paths=data.get("paths") or [],
+                    line=(data.get("lines") or [None])[0],
+                    lines=data.get("lines") or [],
                 )
             )
         elif row.type == history.ROW_NOTICE:

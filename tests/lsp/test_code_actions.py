@@ -19,7 +19,7 @@ from clio_acp.memory.records import MemoryRecord
 from clio_acp.memory.store import MemoryStore
 from clio_acp.paths import resolve_paths
 from clio_acp.timestamps import format_timestamp
-from tests.lsp.conftest import DIAGNOSTICS, initialize_params, raw_request, wait_for
+from tests.lsp.conftest import DIAGNOSTICS, execute, initialize_params, raw_request, wait_for
 
 pytestmark = pytest.mark.asyncio
 
@@ -59,6 +59,9 @@ def _doc_uri(workspace: Path) -> str:
 
 
 async def _proposal_diagnostics(client: LanguageClient, workspace: Path, count: int):
+    """The proposal diagnostics once ``count`` are shown (a memory command writes the
+    document first: nothing is written into the workspace before the user asks)."""
+    await execute(client, "clio.memory.show")
     uri = _doc_uri(workspace)
     return await wait_for(
         client,
@@ -85,10 +88,11 @@ def _moved(diagnostic: types.Diagnostic, *, keep_data: bool) -> types.Diagnostic
     )
 
 
-async def _actions(client, workspace, diagnostics, only=None) -> list[dict]:
-    """``textDocument/codeAction`` answered as plain JSON (see ``raw_request``)."""
+async def _actions(client, workspace, diagnostics, only=None, uri=None) -> list[dict]:
+    """``textDocument/codeAction`` answered as plain JSON (see ``raw_request``), on
+    the memory document unless ``uri`` is given."""
     params = types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=_doc_uri(workspace)),
+        text_document=types.TextDocumentIdentifier(uri=uri or _doc_uri(workspace)),
         range=types.Range(
             start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)
         ),
@@ -185,3 +189,15 @@ async def test_diagnostics_of_other_sources_get_no_memory_actions(
     )
     actions = await _actions(client, workspace, [foreign], only=[types.CodeActionKind.QuickFix])
     assert actions == []
+
+
+async def test_the_proposals_action_is_offered_on_the_memory_document_or_on_request(
+    store, client: LanguageClient, workspace: Path
+):
+    await _proposal_diagnostics(client, workspace, 2)
+    code = (workspace / "main.py").as_uri()
+    assert await _actions(client, workspace, [], uri=code) == []  # not in every file
+    kinds = [a["kind"] for a in await _actions(client, workspace, [])]
+    assert kinds == ["source.clio.memoryProposals"]  # on memory.md, unasked
+    asked = await _actions(client, workspace, [], only=["source.clio"], uri=code)
+    assert [a["kind"] for a in asked] == ["source.clio.memoryProposals"]

@@ -14,8 +14,9 @@ from clio_acp.lsp.options import InitializationOptions, parse_options
 from clio_acp.lsp.protocol import sanitize_error, scrub_paths
 from clio_acp.lsp.translate import (
     MEMORY_SOURCE,
+    line_range,
     reminder_diagnostic,
-    reminder_targets,
+    reminder_files,
     same_diagnostic,
     session_update,
 )
@@ -82,16 +83,39 @@ def test_sanitize_error_drops_the_traceback_and_extra_lines():
     assert clean.data is None
 
 
-def test_reminder_goes_on_named_files_with_the_digest_line_else_on_the_memory_document(
+def test_reminder_files_are_the_workspace_files_it_names_with_their_lines(
     tmp_path: Path,
 ):
-    doc = tmp_path / ".clio-coder" / "memory.md"
     named = MemoryReminder(
-        session_id="s", text="Memory: x", paths=[str(tmp_path / "a.py"), "rel.py"], line=7
+        session_id="s",
+        text="Memory: x",
+        paths=[str(tmp_path / "a.py"), "rel.py", "/elsewhere/b.py", str(tmp_path / "c.py")],
+        lines=[7, None, 2],
     )
-    assert reminder_targets(named, doc, 3) == [((tmp_path / "a.py").as_uri(), 7)]
-    bare = MemoryReminder(session_id="s", text="Memory: y")
-    assert reminder_targets(bare, doc, 3) == [(doc.as_uri(), 3)]
+    # Relative and outside-the-workspace paths are not shown; a missing line is 0.
+    assert reminder_files(named, tmp_path) == [(tmp_path / "a.py", 7), (tmp_path / "c.py", 0)]
+    legacy = MemoryReminder(
+        session_id="s", text="Memory: x", paths=[str(tmp_path / "a.py")], line=4
+    )
+    assert reminder_files(legacy, tmp_path) == [(tmp_path / "a.py", 4)]
+    assert reminder_files(MemoryReminder(session_id="s", text="Memory: y"), tmp_path) == []
+
+
+def test_line_range_counts_in_the_negotiated_units():
+    text = "    x = 'bäd_😀'  "
+
+    def utf16(s: str) -> int:
+        return len(s.encode("utf-16-le")) // 2
+
+    def utf8(s: str) -> int:
+        return len(s.encode("utf-8"))
+
+    wide = line_range(text, 2, utf16)
+    assert (wide.start.line, wide.start.character, wide.end.character) == (2, 4, 16)
+    narrow = line_range(text, 2, utf8)
+    assert (narrow.start.character, narrow.end.character) == (4, 19)
+    blank = line_range(None, 5, utf16)
+    assert blank.start == blank.end and blank.start.character == 0
 
 
 def test_reminder_diagnostic_carries_trigger_cited_entries_and_proposal():

@@ -21,6 +21,7 @@ from clio_acp.lsp.features import Feature
 from clio_acp.session import CommandError, MemoryProposal, commands
 
 if TYPE_CHECKING:
+    from clio_acp.lsp.memory_doc import RenderedDocument
     from clio_acp.session import SessionEvent
 
 logger = logging.getLogger(__name__)
@@ -58,14 +59,15 @@ class Proposals(Feature):
             return
         self._records_stamp = stamp
         try:
-            pending = await commands.pending_proposals(self.ls.paths)
+            pending = await commands.pending_proposals(
+                self.ls.paths, workspace=self.face.workspace_root
+            )
         except CommandError as exc:
             logger.warning("Cannot read durable memory records: %s", exc)
         else:
             self.pending = {p.record_id: p for p in pending}
-        # The document first, so a diagnostic's line is already in the file it names.
+        # The document publishes its diagnostics once the file holds their lines.
         await self.face.document.write_now()
-        self._publish()
 
     def resolve(self, record_id: str) -> None:
         """Forget a proposal that was approved or rejected; drop it from diagnostics."""
@@ -97,23 +99,18 @@ class Proposals(Feature):
             return diagnostic
 
         self.ls.diagnostics.update(translate.MEMORY_SOURCE, link)
-        self._publish()
 
-    def _publish(self) -> None:
+    def document_diagnostics(self, rendered: RenderedDocument) -> list[types.Diagnostic]:
+        """One diagnostic per pending proposal, on its line of the document
+        ``rendered`` (the text just written); its quick fixes approve or reject it."""
         options = self.ls.options.diagnostics
         if not options.enabled:
-            return
-        rendered = self.face.document.render()
-        uri = self.face.document.path.as_uri()
-        keep = [
-            d
-            for d in self.ls.diagnostics.get(uri, translate.MEMORY_SOURCE)
-            if not (isinstance(d.data, dict) and d.data.get("kind") == "proposal")
+            return []
+        return [
+            translate.proposal_diagnostic(proposal, line, severity=options.severity)
+            for record_id, proposal in self.pending.items()
+            if (line := rendered.proposal_lines.get(record_id)) is not None
         ]
-        for record_id, proposal in self.pending.items():
-            line = rendered.proposal_lines.get(record_id, 0)
-            keep.append(translate.proposal_diagnostic(proposal, line, severity=options.severity))
-        self.ls.diagnostics.set(translate.MEMORY_SOURCE, uri, keep)
 
 
 def _with_data(diagnostic: types.Diagnostic, data: dict[str, Any]) -> types.Diagnostic:

@@ -67,6 +67,8 @@ class AnnotateToolResult:
     trigger: str = "repeated_failure"
     severity: Literal["warn", "info"] = "warn"
     paths: tuple[str, ...] = ()
+    lines: tuple[int | None, ...] = ()
+    """0-based line in each of ``paths`` (same order; None or missing: no line)."""
 
     def __post_init__(self) -> None:
         _redact_field(self, "text")
@@ -86,6 +88,8 @@ class InjectReminder:
     channel: Literal["reminder", "restore"] = "reminder"
     offer_id: str | None = None
     paths: tuple[str, ...] = ()
+    lines: tuple[int | None, ...] = ()
+    """0-based line in each of ``paths`` (same order; None or missing: no line)."""
 
     def __post_init__(self) -> None:
         _redact_field(self, "text")

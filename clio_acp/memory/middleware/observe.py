@@ -34,6 +34,7 @@ from clio_acp.memory.calls import (
     shell_command_of,
     typed_command,
 )
+from clio_acp.memory.locations import failure_locations
 from clio_acp.memory.middleware.effects import (
     AnnotateToolResult,
     Effect,
@@ -274,6 +275,21 @@ class RulesTierObservation(RulesTriggers):
         if s.consecutive_errors >= 2:
             self._add_trigger("tool_error_streak")
         step.key = (step.fingerprint, error_signature(outcome.output, exit_code=outcome.exit_code))
+        self._locate_failure(step, outcome)
+
+    def _locate_failure(self, step: TrajectoryStep, outcome: ToolOutcome) -> None:
+        """The files and lines the failure output names go first in the step's paths
+        (a reminder about it is shown there)."""
+        located = failure_locations(outcome.output or "", self.workspace_root)
+        if not located:
+            return
+        paths = [loc.path for loc in located]
+        lines: list[int | None] = [loc.line for loc in located]
+        for path in step.paths:
+            if path not in paths:
+                paths.append(path)
+                lines.append(None)
+        step.paths, step.lines = tuple(paths), tuple(lines)
 
     def _classify_success(self, step: TrajectoryStep, outcome: ToolOutcome) -> None:
         if not step.digest:
@@ -370,7 +386,11 @@ class RulesTierObservation(RulesTriggers):
         s.spoken_steps = {n for n in s.spoken_steps if n > step.step - 50} | {step.step}
         self.bank.record_injection(cited)
         self._emit([telemetry_trigger], "rules", "injected", "intervened", cited=len(cited))
-        return [AnnotateToolResult(step.tool_call_id, text, cited, trigger, paths=step.paths)]
+        return [
+            AnnotateToolResult(
+                step.tool_call_id, text, cited, trigger, paths=step.paths, lines=step.lines
+            )
+        ]
 
     def _unreported_repeated_failure(
         self, settings: MemorySettings

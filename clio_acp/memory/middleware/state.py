@@ -63,7 +63,10 @@ class TrajectoryStep:
     state_changing: bool = False
     tool_call_id: str | None = None
     paths: tuple[str, ...] = ()
-    """Absolute workspace files the call named (its ``path`` arguments)."""
+    """Absolute workspace files the call named (its ``path`` arguments); after a
+    failure, the files its output names come first (``memory.locations``)."""
+    lines: tuple[int | None, ...] = ()
+    """0-based line in each of ``paths`` the failure output named (same order)."""
     command: str = ""
     """The call as a user would type it (§13.7)."""
     shell: str | None = None

@@ -115,7 +115,9 @@ class TurnBoundaries:
         s.annotated.add(step.key)
         self.bank.record_injection([record.entry_id])
         self._emit(["repeated_failure"], "rules", "injected", "intervened", cited=1)
-        reminder = InjectReminder(text, (record.entry_id,), "repeated_failure", paths=step.paths)
+        reminder = InjectReminder(
+            text, (record.entry_id,), "repeated_failure", paths=step.paths, lines=step.lines
+        )
         s.deferred.append(DeferredReminder(reminder, s.turn, s.compaction_epoch))
         return []
 

@@ -476,3 +476,22 @@ def test_signals_survive_a_broken_settings_source():
     mw.signal_loop()
     assert mw.turn_start("t", "x") == []
     assert calls["n"] >= 2
+
+
+def test_the_files_and_lines_a_failure_names_go_first_in_the_reminder(tmp_path):
+    """Issue 16: the annotation carries the traceback's workspace file and 0-based
+    line ahead of the call's own paths, so a face can show it on the user's code."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "bäd_😀.py").write_text("a\nb\nc\n", encoding="utf-8")
+    mw = MemoryMiddleware(Live(), telemetry=MemorySinkList(), workspace_root=tmp_path)
+    mw.turn_start("t1", "fix it")
+    failing = ToolOutcome(
+        'Traceback (most recent call last):\n  File "src/bäd_😀.py", line 3, in <module>\n'
+        "NameError: name 'c' is not defined\n",
+        True,
+        1,
+    )
+    assert run(mw, bash("python src/bäd_😀.py", "c1"), failing) == []
+    (effect,) = run(mw, bash("python src/bäd_😀.py", "c2"), failing)
+    assert effect.paths == (str(tmp_path / "src" / "bäd_😀.py"),)
+    assert effect.lines == (2,)

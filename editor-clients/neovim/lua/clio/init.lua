@@ -457,7 +457,7 @@ function M.refresh_status(cb)
       M.state.status = format.board_status(format.field(shown, "board") or shown)
     end
     if cb then
-      cb(err, board)
+      cb(err, M.state.board)
     end
   end)
 end
