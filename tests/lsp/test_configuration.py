@@ -110,3 +110,24 @@ async def test_empty_did_change_configuration_pulls_again(client: LanguageClient
             break
         _doc(workspace).unlink(missing_ok=True)
     assert not _doc(workspace).exists()
+
+
+async def test_partial_change_keeps_the_editor_session_and_other_sections_are_ignored(
+    lsp: LanguageClient, client_name: str, workspace: Path
+):
+    options = {"editorSessionId": "w1"}
+    await lsp.initialize_session(initialize_params(client_name, workspace, options=options))
+    created = await lsp.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="clio.session.new", arguments=[[]])
+    )
+    lsp.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"clio": {"progress": False}})
+    )
+    lsp.workspace_did_change_configuration(  # eglot sends every server's section
+        types.DidChangeConfigurationParams(settings={"pylsp": {"plugins": {"ruff": {}}}})
+    )
+    # The same editor session: nothing changes (a lost id would clear the bank).
+    lsp.protocol.notify("clio/sessionChanged", {"editorSessionId": "w1"})
+    shown = await _show(lsp)
+    assert shown["sessionId"] == created["sessionId"]
+    assert lsp.messages == []  # no popup for another server's section
