@@ -120,3 +120,27 @@ def test_a_bare_instance_to_labels_mapping_is_accepted(tmp_path):
     path = tmp_path / "labels.json"
     path.write_text('{"run-a": ["clean", "blind_retry+environment"]}')
     assert load_labels(path) == {"run-a": [{"clean"}, {"blind_retry", "environment"}]}
+
+
+def test_replay_score_cli_prints_the_table_and_refuses_bad_labels(invoke_cli, tmp_path):
+    from tests.conftest import SHARED
+
+    mini = SHARED / "trajectories" / "mini-swe-agent-gemini3-swebv"
+    files = [
+        str(mini / "django__django-16263.traj.json"),
+        str(mini / "astropy__astropy-12907.traj.json"),
+    ]
+    proc = invoke_cli("replay", "--score", str(LABELS), *files)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("scored 2 runs, 97 tool calls")
+    row = next(line for line in lines if line.startswith("repeated_failure"))
+    assert row.split()[1:5] == ["1", "1", "100.0%", "100.0%"]
+    assert lines[-1].startswith("TOTAL: ")
+    as_json = invoke_cli("replay", "--json", "--score", str(LABELS), *files)
+    data = json.loads(as_json.stdout)
+    assert data["triggers"]["repeated_failure"]["recallPct"] == 100.0
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    refused = invoke_cli("replay", "--score", str(bad), *files)
+    assert refused.returncode == 2 and "not a labels file" in refused.stderr
