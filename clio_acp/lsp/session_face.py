@@ -35,6 +35,7 @@ from clio_acp.lsp.features.proposals import Proposals
 from clio_acp.lsp.features.reminders import Reminders
 from clio_acp.lsp.features.resume_offer import ResumeOffer
 from clio_acp.lsp.features.session_updates import SessionUpdates
+from clio_acp.lsp.features.status import Status
 from clio_acp.lsp.features.usage import Usage
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ class SessionFace:
         self.resume_offer = ResumeOffer(self)
         self.permissions = Permissions(self)
         self.usage = Usage(self)
+        self.status = Status(self)
         self.features: tuple[Feature, ...] = (
             self.session_updates,
             self.progress,
@@ -91,6 +93,7 @@ class SessionFace:
             self.usage,
             self.document,
             self.permissions,
+            self.status,
         )
 
     def ensure_manager(self) -> SessionManager:
@@ -152,6 +155,7 @@ class SessionFace:
         for turn in list(self._turns.values()):
             await self._stop_turn(turn)
         self._turns.clear()
+        self.status.working = False
         session, self.session = self.session, None
         if self._unsubscribe is not None:
             self._unsubscribe()
@@ -219,6 +223,7 @@ class SessionFace:
         task = asyncio.create_task(session.prompt(text), name=f"clio-turn-{session.id}")
         turn = _Turn(session=session, task=task, request=asyncio.current_task())
         self._turns[session.id] = turn
+        self.status.set_working(True)
         await self.progress.begin(session.id, text, lambda: self._stop_turn(turn))
         stop_reason = "cancelled"
         try:
@@ -229,6 +234,7 @@ class SessionFace:
         finally:
             if self._turns.get(session.id) is turn:
                 del self._turns[session.id]
+            self.status.set_working(bool(self._turns))
             self.progress.end(session.id, stop_reason)
             self.document.schedule()
         return {"sessionId": session.id, "stopReason": stop_reason}

@@ -49,7 +49,7 @@ async def start_server(cwd: Path, extra_env: dict[str, str] | None = None) -> La
     """Start ``python -m clio_acp lsp`` under a pytest-lsp client (not initialized).
 
     The client records every ``clio/sessionUpdate`` as a plain dict in
-    ``client.session_updates``."""
+    ``client.session_updates`` and every ``clio/status`` in ``client.statuses``."""
     client = make_test_lsp_client()
     updates: list[dict[str, Any]] = []
     client.session_updates = updates  # type: ignore[attr-defined]
@@ -57,6 +57,13 @@ async def start_server(cwd: Path, extra_env: dict[str, str] | None = None) -> La
     @client.feature("clio/sessionUpdate")
     def _record_update(params: Any) -> None:
         updates.append(plain(params))
+
+    statuses: list[dict[str, Any]] = []
+    client.statuses = statuses  # type: ignore[attr-defined]
+
+    @client.feature("clio/status")
+    def _record_status(params: Any) -> None:
+        statuses.append(plain(params))
 
     # window/showMessageRequest: recorded in ``client.asked``; answered by
     # ``client.answer(params)`` (sync or async) when a test sets it, else "Dismiss".

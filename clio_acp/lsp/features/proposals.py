@@ -68,6 +68,7 @@ class Proposals(Feature):
             self.pending = {p.record_id: p for p in pending}
         # The document publishes its diagnostics once the file holds their lines.
         await self.face.document.write_now()
+        self.face.status.update()
 
     def resolve(self, record_id: str) -> None:
         """Forget a proposal that was approved or rejected; drop it from diagnostics."""
@@ -84,6 +85,7 @@ class Proposals(Feature):
 
         self.ls.diagnostics.update(translate.MEMORY_SOURCE, unlink)
         self.face.document.schedule()
+        self.face.status.update()
 
     def _add(self, proposal: MemoryProposal) -> None:
         self.pending[proposal.record_id] = proposal
