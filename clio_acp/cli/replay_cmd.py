@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per recording")
     parser.add_argument(
         "--compact-every",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="simulate a compaction after every N tool calls",
@@ -113,6 +113,10 @@ def _router(settings: Settings):
     return router
 
 
+_CONTINUATION = " " * 8
+"""Indent of a reminder's further lines in the text report (under its step column)."""
+
+
 def _print_text(report: ReplayReport) -> None:
     s = report.summary
     print(
@@ -122,7 +126,8 @@ def _print_text(report: ReplayReport) -> None:
     )
     for r in report.reminders:
         cited = ",".join(r.cited) or "-"
-        print(f"  step {r.step:>4} {r.channel:<10} {r.trigger:<16} [{cited}] {r.text}")
+        text = r.text.replace("\n", "\n" + _CONTINUATION)  # a restore lists one entry a line
+        print(f"  step {r.step:>4} {r.channel:<10} {r.trigger:<16} [{cited}] {text}")
     for e in report.environmental:
         print(f"  environment [{e['id']}] {e['content']}")
     if report.yardstick:

@@ -59,3 +59,27 @@ def test_jobs_must_be_a_positive_number(run_cli):
     result = run_cli("replay", "--jobs", "0", "x.json")
     assert result.returncode == 2
     assert "--jobs" in result.stderr
+
+
+def test_compact_every_must_be_a_positive_number(run_cli):
+    # -3 used to simulate a compaction at every third call (n % -3 == 0) and 0 to turn
+    # the option off silently; both are usage errors now, like --jobs 0.
+    for value in ("-3", "0"):
+        result = run_cli("replay", "--compact-every", value, "x.json")
+        assert result.returncode == 2, value
+        assert "--compact-every" in result.stderr and "at least 1" in result.stderr
+
+
+def test_a_restore_stays_inside_its_recording_in_the_text_report(run_cli):
+    # The post-compaction restore lists one bank entry a line; those lines used to start
+    # at column 0 ("- [tm-s-2] status: …"), reading like new report entries.
+    traj = TRAJ / "mini-swe-agent-gemini3-swebv" / "django__django-16560.traj.json"
+    result = run_cli("replay", "--compact-every", "40", str(traj), timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("django__django-16560 (mini-swe-agent):")
+    assert lines[-1].startswith("TOTAL: 1 files")
+    assert any("post_compaction" in line for line in lines)
+    body = lines[1:-1]
+    assert any(line.startswith("        - [tm-s-") for line in body)
+    assert all(line.startswith("  ") for line in body)
