@@ -51,6 +51,10 @@ _UNBOUND_TRIGGERS = {"completion_check"}
 _QUIET_LABELS = ("edit_changed_outcome", "informative")
 
 
+_SHAPE = '{"runs": {"<file>::<instance>": {"calls": N, "labels": ["clean", …]}}}'
+"""The shape a labels file error message names."""
+
+
 class LabelError(ValueError):
     """The labels file is missing, not JSON, or not in the documented shape."""
 
@@ -60,12 +64,18 @@ def load_labels(path: Path) -> dict[str, list[set[str]]]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         runs = data["runs"] if isinstance(data, dict) and "runs" in data else data
+        if not isinstance(runs, dict) or not runs:
+            raise LabelError(f"{path}: not a labels file: no runs; expected {_SHAPE}")
         result: dict[str, list[set[str]]] = {}
         for key, run in runs.items():
             instance = str(key).split("::", 1)[-1]
-            labels = run["labels"] if isinstance(run, dict) else run
+            labels = run.get("labels") if isinstance(run, dict) else run
+            if not isinstance(labels, list):
+                raise LabelError(
+                    f"{path}: not a labels file: run {key} has no list of labels; expected {_SHAPE}"
+                )
             calls = run.get("calls", len(labels)) if isinstance(run, dict) else len(labels)
-            if not isinstance(labels, list) or len(labels) != calls:
+            if len(labels) != calls:
                 raise LabelError(f"{path}: run {key}: labels do not match calls")
             result[instance] = [set(str(label).split("+")) for label in labels]
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:

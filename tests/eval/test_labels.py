@@ -4,6 +4,7 @@ rules tier reaches on the shared real runs (pinned so a regression fails)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -84,6 +85,18 @@ def test_a_malformed_labels_file_is_refused(tmp_path):
         load_labels(bad)
     bad.write_text("nope")
     with pytest.raises(LabelError, match="not a labels file"):
+        load_labels(bad)
+
+
+@pytest.mark.parametrize(
+    "text", ['{"a": 1}', "[1, 2]", "{}", '{"runs": []}', '{"runs": {"x": {}}}']
+)
+def test_a_labels_file_of_another_shape_names_the_expected_one(tmp_path, text):
+    # These used to read as "object of type 'int' has no len()" or, for {}, as an empty
+    # labels set that scored nothing without a word.
+    bad = tmp_path / "labels.json"
+    bad.write_text(text)
+    with pytest.raises(LabelError, match=re.escape('expected {"runs": {"<file>::<instance>"')):
         load_labels(bad)
 
 
