@@ -105,6 +105,7 @@ class _Printer:
         self.as_json = as_json
         self.in_text = False
         self.errors = 0
+        self.session_id = "<session>"  # set once the session exists (hints name it)
 
     def _line(self, text: str) -> None:
         if self.in_text:
@@ -139,7 +140,8 @@ class _Printer:
             if len(lines) > RESULT_LINES_SHOWN:
                 more = len(lines) - RESULT_LINES_SHOWN
                 self._line(
-                    f"    … {more} more line(s): clio-acp events <session> --type tool_result"
+                    f"    … {more} more line(s): "
+                    f"clio-acp events {self.session_id} --type tool_result --json"
                 )
         elif kind == "memory_reminder":
             self._line(f"[memory/{event.channel}] {event.text}")
@@ -208,6 +210,7 @@ async def _run_async(args: argparse.Namespace) -> int:
                 session.set_mode(args.mode)
         else:
             session = await manager.new_session(workspace, mode=args.mode)
+        printer.session_id = session.id
         session.subscribe(printer)
         if session.mode == "ask" and sys.stdin.isatty() and not args.json and args.prompt != "-":
             session.set_permission_handler(functools.partial(_ask_on_terminal, session.cwd))

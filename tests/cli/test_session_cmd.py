@@ -113,6 +113,23 @@ def test_run_prints_the_first_lines_of_a_tool_result(invoke_cli, model_server, t
     assert [line.strip(" ✓") for line in lines[at : at + 3]] == ["a.txt", "b.txt", "c.txt"]
 
 
+def test_a_cut_tool_result_names_the_session_to_read_the_rest(invoke_cli, model_server, tmp_path):
+    # The hint used to read "clio-acp events <session> --type tool_result", which names
+    # no session and prints the result cut to one line; the command it gives now works.
+    model_server.install_settings(memory=False)
+    for n in range(20):
+        (tmp_path / f"f{n:02}.txt").write_text("x\n")
+    model_server.push(Reply(tool_calls=[ToolCall("list_dir", "{}", id="c1")]), Reply(text="ok"))
+    result = invoke_cli("run", "--workspace", str(tmp_path), "list files")
+    assert result.returncode == 0, result.stderr
+    sid = json.loads(invoke_cli("sessions", "--json").stdout)["sessions"][0]["id"]
+    hint = next(line for line in result.stdout.splitlines() if "more line(s)" in line)
+    command = hint.split("more line(s): ", 1)[1].split()
+    assert command[:3] == ["clio-acp", "events", sid]
+    shown = invoke_cli(*command[1:])
+    assert shown.returncode == 0 and "f19.txt" in json.loads(shown.stdout)["data"]["output"]
+
+
 def test_the_first_turn_says_when_chat_fell_to_the_embedded_model(run_cli, tmp_path):
     from clio_acp.models.local import server_version
 
