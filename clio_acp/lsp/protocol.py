@@ -51,6 +51,7 @@ LSP 3.17 "initialize": "If the parent process is not alive then the server shoul
 # JSON-RPC 2.0 / LSP 3.17 "ErrorCodes".
 INVALID_REQUEST = types.ErrorCodes.InvalidRequest.value  # -32600
 INVALID_PARAMS = types.ErrorCodes.InvalidParams.value  # -32602
+PARSE_ERROR = types.ErrorCodes.ParseError.value  # -32700
 INTERNAL_ERROR = types.ErrorCodes.InternalError.value  # -32603
 SERVER_NOT_INITIALIZED = types.ErrorCodes.ServerNotInitialized.value  # -32002
 
@@ -297,6 +298,28 @@ class ClioLanguageServerProtocol(LanguageServerProtocol):
             self._send_response(msg_id, error=exc.to_response_error())
             return
         super()._send_handler_result(future, msg_id=msg_id)
+
+    def refuse_stream(self, problem: str) -> None:
+        """The byte stream cannot be read on (``problem``): log it, tell the client
+        (an error with ``id: null``) and let reading end, which closes the connection."""
+        logger.error("Closing the connection: %s", problem)
+        self._send_null_id_error(INVALID_REQUEST, f"{problem}; closing the connection")
+
+    def report_unreadable(self, error: Exception) -> None:
+        """A message body that could not be handled. An unparseable body (bad JSON,
+        bad UTF-8, nesting past the parser's stack) gets ``-32700`` with ``id: null``
+        (JSON-RPC 2.0 §5); anything else is logged. Never a ``window/showMessage``:
+        protocol noise is not the user's business."""
+        if isinstance(error, ValueError | RecursionError):
+            logger.warning("Unparseable message body: %s", error)
+            self._send_null_id_error(PARSE_ERROR, "Parse error: the body is not JSON")
+            return
+        logger.warning("Message could not be handled: %s: %s", type(error).__name__, error)
+
+    def _send_null_id_error(self, code: int, message: str) -> None:
+        self._send_data(
+            {"jsonrpc": self.VERSION, "id": None, "error": {"code": code, "message": message}}
+        )
 
     def _send_error(self, msg_id: MsgId, code: int, message: str) -> None:
         self._send_response(msg_id, error=types.ResponseError(code=code, message=message))

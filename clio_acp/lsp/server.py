@@ -196,7 +196,12 @@ class ClioLanguageServer(LanguageServer):
         # pygls 2.1.1 shows "Error in server: <raw exception>" for notification
         # failures; the raw text may hold local paths, so it is scrubbed first.
         """pygls hook: log the error; for notifications show a scrubbed ``internal error``
-        message."""
+        message. A body the reader could not handle (``source`` is
+        ``JsonRpcException``: pygls' reader loop) is protocol noise: ``-32700`` with
+        ``id: null`` when it is not JSON, a log line otherwise, never a popup."""
+        if source is JsonRpcException:
+            self.protocol.report_unreadable(error)
+            return
         logger.error("Server error (%s): %s", getattr(source, "__name__", source), error)
         if source is not None and "Request" in getattr(source, "__name__", ""):
             return

@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from pygls.io_ import StdoutWriter, run_async
@@ -28,17 +29,36 @@ CLOSE_TIMEOUT_S = 10.0
 
 _READ_CHUNK = 65536  # bytes per os.read of stdin
 
+MAX_HEADER_LINE_BYTES = 64 * 1024
+"""Longest header line read; a longer one closes the connection (LSP headers are a
+few dozen bytes)."""
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""Largest ``Content-Length`` accepted; a larger one closes the connection instead of
+buffering whatever follows."""
+
 
 class _StreamReaderAdapter:
-    """pygls' AsyncReader over an ``asyncio.StreamReader`` (EOF reads as ``b""``)."""
+    """pygls' AsyncReader over an ``asyncio.StreamReader`` (EOF reads as ``b""``).
 
-    def __init__(self, reader: asyncio.StreamReader):
+    A header line over ``MAX_HEADER_LINE_BYTES`` or a body over ``MAX_BODY_BYTES`` is
+    a broken stream: ``refuse(message)`` reports it and reading ends (``b""``), which
+    closes the connection."""
+
+    def __init__(self, reader: asyncio.StreamReader, refuse: Callable[[str], None]):
         self._reader = reader
+        self._refuse = refuse
 
     async def readline(self) -> bytes:
-        return await self._reader.readline()
+        try:
+            return await self._reader.readline()
+        except ValueError:  # LimitOverrunError: the line is longer than the limit
+            self._refuse(f"header line longer than {MAX_HEADER_LINE_BYTES} bytes")
+            return b""
 
     async def readexactly(self, n: int) -> bytes:
+        if n > MAX_BODY_BYTES:
+            self._refuse(f"Content-Length {n} is over the limit of {MAX_BODY_BYTES} bytes")
+            return b""
         try:
             return await self._reader.readexactly(n)
         except asyncio.IncompleteReadError:
@@ -80,7 +100,7 @@ async def serve(server: Any, stdin_fd: int, stdout: BinaryIO) -> int:
     """
     protocol = server.protocol
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=2**26)
+    reader = asyncio.StreamReader(limit=MAX_HEADER_LINE_BYTES)
     threading.Thread(
         target=_pump_stdin, args=(stdin_fd, loop, reader), name="clio-lsp-stdin", daemon=True
     ).start()
@@ -89,7 +109,7 @@ async def serve(server: Any, stdin_fd: int, stdout: BinaryIO) -> int:
     reading = asyncio.create_task(
         run_async(
             stop_event=stop_event,
-            reader=_StreamReaderAdapter(reader),
+            reader=_StreamReaderAdapter(reader, protocol.refuse_stream),
             protocol=protocol,
             logger=logger,
             error_handler=server.report_server_error,

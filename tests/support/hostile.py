@@ -210,6 +210,8 @@ class WirePeer:
             cwd=str(REPO_ROOT),
         )
         self.answered: set[Any] = set()
+        self.messages: list[Any] = []
+        """Every message read from stdout, in order."""
         self.garbage_on_stdout = 0
         self._cond = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -227,6 +229,8 @@ class WirePeer:
             except ValueError:
                 self.garbage_on_stdout += 1
                 continue
+            with self._cond:
+                self.messages.append(message)
             if isinstance(message, dict) and "id" in message and "method" not in message:
                 with self._cond:
                     self.answered.add(_hashable(message["id"]))

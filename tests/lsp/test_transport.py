@@ -1,0 +1,62 @@
+"""The LSP byte stream (issue 16 item 5), over a real ``clio-acp lsp`` subprocess:
+an unparseable body is answered ``-32700`` with ``id: null`` and logged, never shown
+as a ``window/showMessage`` popup, and the server goes on; a header line or a
+``Content-Length`` over the limits gets a clear error and the connection is closed
+(the server exits instead of buffering whatever follows)."""
+
+from __future__ import annotations
+
+import pytest
+
+from clio_acp.lsp.stdio import MAX_BODY_BYTES, MAX_HEADER_LINE_BYTES
+from tests.support.hostile import lsp_message, probe, start_peer
+
+
+@pytest.fixture
+def peer(tmp_path):
+    server = start_peer("lsp", tmp_path)
+    yield server
+    server.close()
+
+
+def _null_id_errors(peer) -> list[dict]:
+    return [m for m in peer.messages if isinstance(m, dict) and "error" in m and m["id"] is None]
+
+
+def _popups(peer) -> list[dict]:
+    return [
+        m for m in peer.messages if isinstance(m, dict) and m.get("method") == "window/showMessage"
+    ]
+
+
+@pytest.mark.parametrize(
+    "body", [b"{not json", b"\xff\xfe\x00garbage", b"[" * 100_000], ids=["json", "utf8", "deep"]
+)
+def test_unparseable_body_is_a_parse_error_with_null_id_and_no_popup(peer, body):
+    assert peer.send(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    assert peer.wait_for({None}, 30) == set()
+    (error,) = _null_id_errors(peer)
+    assert error["error"]["code"] == -32700
+    assert probe(peer, "after-bad-body")  # the session goes on
+    assert _popups(peer) == []
+
+
+def test_overlong_header_line_closes_the_connection_with_a_clear_error(peer):
+    assert peer.send(b"X-Junk: " + b"a" * (MAX_HEADER_LINE_BYTES + 10) + b"\r\n")
+    peer.proc.wait(timeout=30)
+    (error,) = _null_id_errors(peer)
+    assert "header line longer than" in error["error"]["message"]
+    assert _popups(peer) == []
+
+
+def test_huge_content_length_closes_the_connection_instead_of_buffering(peer):
+    assert peer.send(b"Content-Length: %d\r\n\r\n{" % (10**12))
+    peer.proc.wait(timeout=30)
+    (error,) = _null_id_errors(peer)
+    assert f"over the limit of {MAX_BODY_BYTES} bytes" in error["error"]["message"]
+
+
+def test_a_well_formed_message_still_works_after_the_limits(peer):
+    big = {"jsonrpc": "2.0", "id": "big", "method": "x/unknown", "params": {"t": "y" * 100_000}}
+    assert peer.send(lsp_message(big))
+    assert peer.wait_for({"big"}, 30) == set()
