@@ -328,13 +328,22 @@ def _oh_arguments(event: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _json_line(path: Path, line_no: int, line: str) -> Any:
+    """One JSON Lines row; a bad one is named by its line (the decoder's own position
+    counts within the line only, so it always said "line 1")."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        raise RecordingFormatError(f"{path}:{line_no}: not a JSON line: {exc}") from exc
+
+
 def _load_openhands(path: Path) -> list[Recording]:
     recordings = []
     with path.open(encoding="utf-8") as handle:
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
                 continue
-            obj = json.loads(line)
+            obj = _json_line(path, line_no, line)
             if not isinstance(obj, dict) or not isinstance(obj.get("history"), list):
                 raise RecordingFormatError(
                     f"{path}:{line_no}: not an OpenHands record (no history)"
@@ -491,7 +500,7 @@ def _load_pma(path: Path) -> list[Recording]:
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
                 continue
-            row = json.loads(line)
+            row = _json_line(path, line_no, line)
             if not isinstance(row, dict) or "step" not in row or "tool_calls" not in row:
                 raise RecordingFormatError(f"{path}:{line_no}: not a pma agent step")
             if row.get("role") == "user":

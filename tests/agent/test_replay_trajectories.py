@@ -166,6 +166,21 @@ def test_unknown_format_gives_a_clear_error(tmp_path):
         load_recordings(mini("astropy__astropy-12907"), "swe")
 
 
+def test_a_bad_line_in_a_jsonl_recording_is_named_by_its_line(tmp_path):
+    # The error used to quote the decoder's "line 1 column 1" whatever the file line was.
+    agent_log = TRAJ / "pma-tb2" / "regex-log" / "baseline-sonnet" / "trajectory_agent.steps.jsonl"
+    pma = tmp_path / "run" / "trajectory_agent.steps.jsonl"
+    pma.parent.mkdir()
+    pma.write_text("".join(agent_log.read_text().splitlines(True)[:3]) + "garbage{\n")
+    with pytest.raises(RecordingFormatError, match=r"trajectory_agent\.steps\.jsonl:4: not a JSON"):
+        load_recordings(pma, "pma")
+    openhands = tmp_path / "output.jsonl"
+    first = (TRAJ / "openhands-swebl-gpt5" / "output.jsonl").read_text().splitlines()[0]
+    openhands.write_text(first + "\n\n{oops\n")
+    with pytest.raises(RecordingFormatError, match=r"output\.jsonl:3: not a JSON"):
+        load_recordings(openhands, "openhands")
+
+
 def test_replay_cli_json_shape_per_file(invoke_cli):
     result = invoke_cli(
         "replay",
