@@ -248,7 +248,9 @@ class LlmStep:
                 log.warning("memory proposal hook failed", exc_info=True)
 
     async def wait_idle(self) -> None:
-        """Wait for the in-flight step (if any) to settle. For replay and tests."""
+        """Wait for the in-flight step (if any) to settle and its usage rows to be
+        written. For replay, eval and tests."""
         flight = self._in_flight
         if flight is not None and flight.task is not None:
             await asyncio.gather(flight.task, return_exceptions=True)
+        await self.usage_written()

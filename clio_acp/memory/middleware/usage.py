@@ -71,18 +71,30 @@ class UsageAccounting:
                 ),
                 timing=UsageTiming(duration_ms=(time.perf_counter() - started) * 1000),
             )
-            _append_off_loop(self.usage_path, row)
+            pending = _append_off_loop(self.usage_path, row)
+            if pending is not None:
+                writes = self.__dict__.setdefault("_usage_writes", set())
+                writes.add(pending)
+                pending.add_done_callback(writes.discard)
         except Exception:
             log.debug("memory usage accounting failed", exc_info=True)
 
+    async def usage_written(self) -> None:
+        """Wait for the usage rows still being written off the loop (``wait_idle``: a
+        caller that removes the state folder next must not race the write)."""
+        writes = self.__dict__.get("_usage_writes")
+        if writes:
+            await asyncio.gather(*list(writes), return_exceptions=True)
 
-def _append_off_loop(path: Any, row: UsageRow) -> None:
+
+def _append_off_loop(path: Any, row: UsageRow) -> asyncio.Future[None] | None:
+    """Append on an executor thread when a loop runs (the future), else right here."""
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         append_usage_row(path, row)
-    else:
-        loop.run_in_executor(None, append_usage_row, path, row)
+        return None
+    return loop.run_in_executor(None, append_usage_row, path, row)
 
 
 class StepUsage:

@@ -477,3 +477,27 @@ async def test_a_done_status_is_dropped_while_the_rules_tier_holds_an_unresolved
     await mw.evaluate("t2")
     await mw.wait_idle()
     assert fake.calls == 2 and mw.bank.status.content == "The task is completed."
+
+
+async def test_wait_idle_returns_only_after_the_usage_rows_are_written(tmp_path):
+    # `clio-acp eval ab` removes each trial's state folder right after wait_idle; the
+    # usage row was still being written then (FileNotFoundError, a traceback on stderr).
+    from filelock import FileLock
+
+    mw, _sink = make(FakeModel(REMIND), tmp_path=tmp_path, cadence_tool_calls=2)
+    lock = FileLock(str(tmp_path / "usage.jsonl") + ".lock")
+    lock.acquire()  # the row's writer waits for this lock
+    try:
+        mw.turn_start("t1", "fix the parser")
+        tools(mw, 2)
+        mw.turn_end("t1")
+        await mw.evaluate("t1")
+        idle = asyncio.ensure_future(mw.wait_idle())
+        await wait_until(lambda: not mw.step_in_flight)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert not idle.done()
+    finally:
+        lock.release()
+    await idle
+    assert len(_usage_rows(tmp_path)) == 1
