@@ -29,12 +29,20 @@ class _Position(_Args):
     character: int = Field(default=0, ge=0)
 
 
+class _Range(_Args):
+    start: _Position
+    end: _Position
+
+
 class PromptArgs(_Args):
     text: str = Field(min_length=1)
     session_id: str | None = None
     text_document: _TextDocument | None = None
     """The active document; named in the prompt so the agent knows where the user is."""
     position: _Position | None = None
+    """The cursor (LSP ``Position``, 0-based)."""
+    selection: _Range | None = None
+    """The selection (LSP ``Range``, 0-based), when it is not empty."""
 
 
 class SessionArgs(_Args):

@@ -359,7 +359,15 @@ def _prompt_text(args: PromptArgs, ls: ClioLanguageServer) -> str:
         with_root = path.relative_to(ls.workspace_root)
     except ValueError:
         pass
-    where = f"{with_root}:{args.position.line + 1}" if args.position else str(with_root)
+    where = str(with_root)
+    if args.position is not None:
+        where += f":{args.position.line + 1}:{args.position.character + 1}"
+    selection = args.selection
+    if selection is not None and selection.start != selection.end:
+        start, end = selection.start, selection.end
+        where += (
+            f", selection {start.line + 1}:{start.character + 1}-{end.line + 1}:{end.character + 1}"
+        )
     from clio_acp.session import neutralize_untrusted
 
     # A path is not the user's typing (MEMORY_SPEC §13.8): one line, neutralised.

@@ -85,10 +85,15 @@ async def test_active_document_is_named_to_the_model(
             "text": "explain this line",
             "textDocument": {"uri": (workspace / "main.py").as_uri()},
             "position": {"line": 0, "character": 3},
+            "selection": {
+                "start": {"line": 0, "character": 0},
+                "end": {"line": 0, "character": 5},
+            },
         },
     )
     sent = json.dumps(model_server.bodies[0]["messages"])
-    assert "explain this line" in sent and "[Active document: main.py:1]" in sent
+    assert "explain this line" in sent
+    assert "[Active document: main.py:1:4, selection 1:1-1:6]" in sent
 
 
 async def test_second_prompt_continues_the_session_and_usage_adds_up(

@@ -25,6 +25,8 @@ import {
   MemorySettings,
   Proposal,
   SESSION_UPDATE,
+  STATUS,
+  ActiveEditor,
   ServerCommand,
   boardProposals,
   diagnosticProposalId,
@@ -38,6 +40,7 @@ import {
   serverOptions,
   sessionArguments,
   showArguments,
+  statusFromNotification,
   statusText,
 } from "./protocol";
 
@@ -47,8 +50,8 @@ let status: vscode.StatusBarItem;
 let sessionId: string | undefined;
 let turn: CancellationTokenSource | undefined;
 let atLineStart = true;
-/** Status refreshes after a turn ends, ms. */
-const SETTLE_MS = [2000, 6000];
+/** Set once the server sent `clio/status`: the status bar follows it from then on. */
+let serverStatus = false;
 
 function readSettings(): MemorySettings {
   const c = vscode.workspace.getConfiguration("clio");
@@ -91,16 +94,11 @@ function onSessionUpdate(params: unknown): void {
   if (shown) {
     write(shown.text, shown.inline);
   }
-  if (ev.type === "turn_ended") {
-    // The LLM-tier memory step runs detached after the turn: refresh again once it had
-    // time to decide, so the status bar (and the server's proposal diagnostics) catch up.
-    void refreshStatus();
-    for (const ms of SETTLE_MS) {
-      setTimeout(() => void refreshStatus(), ms);
-    }
-  } else if (ev.type === "memory_reminder" || ev.type === "memory_cleared" || ev.type === "memory_proposal") {
-    void refreshStatus();
-  }
+}
+
+function onStatus(params: unknown): void {
+  serverStatus = true;
+  status.text = statusFromNotification(params);
 }
 
 function createClient(): LanguageClient {
@@ -114,7 +112,9 @@ function createClient(): LanguageClient {
   };
   const server: ServerOptions = { run, debug: run };
   const options: LanguageClientOptions = {
-    documentSelector: [{ scheme: "file" }],
+    // The server reads no document: it only publishes diagnostics and code actions on
+    // workspace files, so no document's text is sent.
+    documentSelector: [{ scheme: "file", pattern: "**/.clio-coder/memory.md" }],
     initializationOptions: currentOptions(),
     outputChannelName: "Clio Server",
     middleware: {
@@ -132,6 +132,7 @@ function createClient(): LanguageClient {
   };
   const lc = new LanguageClient("clio", "Clio", server, options);
   lc.onNotification(SESSION_UPDATE, onSessionUpdate);
+  lc.onNotification(STATUS, onStatus);
   return lc;
 }
 
@@ -142,7 +143,12 @@ async function execute<T = unknown>(command: string, args: unknown[], token?: vs
   return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args }, token)) as T;
 }
 
+/** The status bar from `clio.memory.show`, only for a server that sends no
+ * `clio/status` (older servers): asking it writes the memory document. */
 async function refreshStatus(): Promise<void> {
+  if (serverStatus) {
+    return;
+  }
   try {
     const board = await execute(ServerCommand.memoryShow, showArguments());
     status.text = statusText(board);
@@ -157,6 +163,17 @@ function report(error: unknown): void {
   void vscode.window.showErrorMessage(`Clio: ${message}`);
 }
 
+/** The active file editor: its document, cursor and selection. */
+function activeEditor(): ActiveEditor | null {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor || editor.document.uri.scheme !== "file") {
+    return null;
+  }
+  const sel = editor.selection;
+  const at = (p: vscode.Position) => ({ line: p.line, character: p.character });
+  return { uri: editor.document.uri.toString(), cursor: at(sel.active), selection: { start: at(sel.start), end: at(sel.end) } };
+}
+
 async function prompt(): Promise<void> {
   const text = await vscode.window.showInputBox({ prompt: "Prompt the Clio agent", ignoreFocusOut: true });
   if (!text) {
@@ -169,13 +186,8 @@ async function prompt(): Promise<void> {
   turn?.dispose();
   const source = new CancellationTokenSource();
   turn = source;
-  const uri = vscode.window.activeTextEditor?.document.uri;
   try {
-    const result = await execute(
-      ServerCommand.prompt,
-      promptArguments(text, sessionId, uri?.scheme === "file" ? uri.toString() : null),
-      source.token
-    );
+    const result = await execute(ServerCommand.prompt, promptArguments(text, sessionId, activeEditor()), source.token);
     if (result && typeof result === "object" && "sessionId" in result) {
       sessionId = String((result as { sessionId: unknown }).sessionId);
     }
@@ -365,8 +377,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   );
   client = createClient();
   try {
+    // The server sends clio/status after initialized; asking for the board here would
+    // write the memory document into a workspace the user has not used Clio in.
     await client.start();
-    await refreshStatus();
   } catch (error) {
     report(error);
   }

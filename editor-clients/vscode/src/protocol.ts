@@ -77,16 +77,59 @@ export function serverOptions(settings: MemorySettings, editorSessionId: string 
   return options;
 }
 
-/** Arguments of `clio.prompt`: the text, the session (if any), the active document. */
-export function promptArguments(text: string, sessionId?: string | null, documentUri?: string | null): unknown[] {
+/** An LSP position (0-based line and character). */
+export interface Position {
+  line: number;
+  character: number;
+}
+
+/** Where the user is: the active document, its cursor and its selection. */
+export interface ActiveEditor {
+  uri: string;
+  cursor?: Position;
+  selection?: { start: Position; end: Position };
+}
+
+/** Arguments of `clio.prompt`: the text, the session (if any), the active document with
+ * its cursor (`position`) and a non-empty selection (`selection`). */
+export function promptArguments(text: string, sessionId?: string | null, active?: ActiveEditor | null): unknown[] {
   const args: Record<string, unknown> = { text };
   if (sessionId) {
     args.sessionId = sessionId;
   }
-  if (documentUri) {
-    args.textDocument = { uri: documentUri };
+  if (active) {
+    args.textDocument = { uri: active.uri };
+    if (active.cursor) {
+      args.position = active.cursor;
+    }
+    const sel = active.selection;
+    if (sel && (sel.start.line !== sel.end.line || sel.start.character !== sel.end.character)) {
+      args.selection = sel;
+    }
   }
   return [args];
+}
+
+/** `clio/status`: what the status bar shows, sent by the server when it changes. */
+export const STATUS = "clio/status";
+
+/** The status-bar text from `clio/status` params:
+ * `Clio: <tier> · <last decision> · working · N proposals`. */
+export function statusFromNotification(params: unknown): string {
+  const tier = field(params, "tier");
+  const parts = [`$(database) Clio: ${tier === undefined || tier === null ? "no session" : String(tier)}`];
+  const last = field(params, "lastDecision");
+  if (last !== undefined && last !== null) {
+    parts.push(String(last));
+  }
+  if (field(params, "state") === "working") {
+    parts.push("working");
+  }
+  const pending = Number(field(params, "pendingProposals") ?? 0);
+  if (pending > 0) {
+    parts.push(`${pending} ${pending === 1 ? "proposal" : "proposals"}`);
+  }
+  return parts.join(" · ");
 }
 
 /** Arguments of commands that act on one session (cancel, handoff, seed, usage). */

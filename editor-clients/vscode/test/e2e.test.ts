@@ -256,7 +256,7 @@ test("a prompt streams the turn as clio/sessionUpdate with $/progress and return
   const uri = "file://" + path.join(workspace, "main.py");
   const result = (await connection.sendRequest(ExecuteCommandRequest.type, {
     command: ServerCommand.prompt,
-    arguments: promptArguments("Say hello", null, uri),
+    arguments: promptArguments("Say hello", null, { uri, cursor: { line: 0, character: 2 } }),
   })) as { sessionId: string; stopReason: string };
   assert.equal(result.stopReason, "end_turn");
   sessionId = result.sessionId;

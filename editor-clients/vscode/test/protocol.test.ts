@@ -1,6 +1,8 @@
 /** Unit tests of the extension's wire shapes and formatters (no server, no VS Code). */
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import path from "node:path";
 import { test } from "node:test";
 import {
   DEFAULT_SETTINGS,
@@ -11,6 +13,7 @@ import {
   promptArguments,
   proposalArguments,
   serverOptions,
+  statusFromNotification,
   statusText,
 } from "../src/protocol";
 
@@ -28,9 +31,15 @@ test("initializationOptions carry the window session id and the memory controls 
   assert.equal("permissionMode" in serverOptions(DEFAULT_SETTINGS, null), false);
 });
 
-test("prompt arguments are one object with the active document", () => {
-  assert.deepEqual(promptArguments("hi", "s1", "file:///w/a.py"), [
-    { text: "hi", sessionId: "s1", textDocument: { uri: "file:///w/a.py" } },
+test("prompt arguments are one object with the active document, cursor and selection", () => {
+  const cursor = { line: 2, character: 4 };
+  const selection = { start: { line: 1, character: 0 }, end: cursor };
+  assert.deepEqual(promptArguments("hi", "s1", { uri: "file:///w/a.py", cursor, selection }), [
+    { text: "hi", sessionId: "s1", textDocument: { uri: "file:///w/a.py" }, position: cursor, selection },
+  ]);
+  const empty = { start: cursor, end: cursor };
+  assert.deepEqual(promptArguments("hi", null, { uri: "file:///w/a.py", cursor, selection: empty }), [
+    { text: "hi", textDocument: { uri: "file:///w/a.py" }, position: cursor },
   ]);
   assert.deepEqual(promptArguments("hi"), [{ text: "hi" }]);
   assert.deepEqual(proposalArguments("mem-1"), ["mem-1"]);
@@ -67,4 +76,24 @@ test("proposals come from the board and from clio-memory diagnostics", () => {
   ]);
   assert.equal(diagnosticProposalId("clio-memory", { proposalId: "mem-2" }), "mem-2");
   assert.equal(diagnosticProposalId("pyright", { proposalId: "mem-2" }), undefined);
+});
+
+test("the status bar text comes from clio/status", () => {
+  assert.equal(
+    statusFromNotification({ state: "working", tier: "rules", lastDecision: "silent (no_trigger)", pendingProposals: 2 }),
+    "$(database) Clio: rules · silent (no_trigger) · working · 2 proposals"
+  );
+  assert.equal(statusFromNotification({ state: "idle", tier: null, lastDecision: null, pendingProposals: 0 }), "$(database) Clio: no session");
+});
+
+test("the manifest activates on its commands and on .clio-coder, and scopes server settings machine-overridable", () => {
+  const manifest = JSON.parse(readFileSync(path.join(__dirname, "..", "..", "package.json"), "utf8"));
+  assert.ok(!manifest.activationEvents.includes("*") && !manifest.activationEvents.includes("onStartupFinished"));
+  assert.ok(manifest.activationEvents.includes("workspaceContains:.clio-coder"));
+  for (const c of manifest.contributes.commands) {
+    assert.ok(manifest.activationEvents.includes(`onCommand:${c.command}`), c.command);
+  }
+  for (const key of ["clio.server.command", "clio.server.args", "clio.server.env"]) {
+    assert.equal(manifest.contributes.configuration.properties[key].scope, "machine-overridable", key);
+  }
 });
