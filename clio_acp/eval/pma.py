@@ -248,7 +248,8 @@ def format_comparison(comparison: PmaComparison) -> str:
         d = r.to_dict()
         lines.append(
             f"{r.task[:44]:<44} {r.agent_steps:>5} {len(r.paper_steps):>5} {len(r.our_steps):>5} "
-            f"{r.paper_matched:>3} {d['agreementPct']:>4.1f}% {r.ours_matched:>3} {d['precisionPct']:>5.1f}%"
+            f"{r.paper_matched:>3} {d['agreementPct']:>4.1f}% {r.ours_matched:>3} "
+            + (f"{d['precisionPct']:>5.1f}%" if r.our_steps else f"{'-':>6}")
         )
         outside = f" (+{r.outside} after its last memory step)" if r.outside else ""
         lines.append(f"{'':<4}paper after steps {r.paper_steps}; ours at {r.our_steps}{outside}")
@@ -256,7 +257,12 @@ def format_comparison(comparison: PmaComparison) -> str:
     lines.append(
         f"TOTAL: {t['tasks']} runs, paper {t['paperInjections']} injections, ours "
         f"{t['ourFirings']} firings; agreement {t['paperMatched']}/{t['paperInjections']} "
-        f"({t['agreementPct']}%), precision {t['oursMatched']}/{t['ourFirings']} ({t['precisionPct']}%)"
+        f"({t['agreementPct']}%), precision "
+        + (
+            f"{t['oursMatched']}/{t['ourFirings']} ({t['precisionPct']}%)"
+            if t["ourFirings"]
+            else "- (no firings)"
+        )
     )
     ratio = "-" if t["ratioToChance"] is None else f"{t['ratioToChance']}x"
     per_run = "-" if t["ratioToChancePerRun"] is None else f"{t['ratioToChancePerRun']}x"

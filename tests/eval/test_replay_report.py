@@ -126,6 +126,12 @@ def test_compare_pma_text_report_and_errors(invoke_cli, tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[-3].startswith("TOTAL: 1 runs, paper 1 injections")
     assert lines[-2].startswith("CHANCE: the same number of reminders at random agent steps")
+    silent = invoke_cli("replay", "--compare-pma", str(PMA / "regex-log"))
+    assert silent.returncode == 0, silent.stderr
+    # No firing: precision is undefined, not 0.0 % (which read as "all wrong").
+    (row,) = [line for line in silent.stdout.splitlines() if line.startswith("regex-log/")]
+    assert row.split()[-2:] == ["0", "-"]
+    assert "precision - (no firings)" in silent.stdout and "0/0" not in silent.stdout
     empty = invoke_cli("replay", "--compare-pma", str(tmp_path))
     assert empty.returncode == 1 and "trajectory_memory.steps.jsonl" in empty.stderr
     nothing = invoke_cli("replay")
