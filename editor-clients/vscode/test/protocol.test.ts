@@ -2,6 +2,7 @@
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
+import { isBuiltin } from "node:module";
 import path from "node:path";
 import { test } from "node:test";
 import {
@@ -96,4 +97,15 @@ test("the manifest activates on its commands and on .clio-coder, and scopes serv
   for (const key of ["clio.server.command", "clio.server.args", "clio.server.env"]) {
     assert.equal(manifest.contributes.configuration.properties[key].scope, "machine-overridable", key);
   }
+});
+
+test("the esbuild bundle is self-contained: only vscode stays external, activate is exported", () => {
+  // `npm run bundle` (run by `vsce package` through vscode:prepublish) writes dist/.
+  const bundle = path.join(__dirname, "..", "..", "dist", "extension.js");
+  const text = readFileSync(bundle, "utf8");
+  const required = new Set([...text.matchAll(/require\("([^"]+)"\)/g)].map((m) => m[1]));
+  for (const name of required) {
+    assert.ok(name === "vscode" || isBuiltin(name), `bundled dependency left external: ${name}`);
+  }
+  assert.match(text, /activate/);
 });
