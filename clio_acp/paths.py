@@ -88,3 +88,20 @@ def handoffs_dir(workspace: Path) -> Path:
     """``<workspace>/.clio-coder/handoffs``: the folder name is kept from the reference
     implementation so handoff files move between the two (MEMORY_SPEC §12)."""
     return workspace / ".clio-coder" / "handoffs"
+
+
+WORKSPACE_FOLDER = ".clio-coder"
+"""The folder clio writes into a workspace (memory document, handoffs)."""
+WORKSPACE_GITIGNORE = "*\n"
+"""``.clio-coder/.gitignore``: nothing in the folder is the user's to commit."""
+
+
+def ensure_workspace_folder(workspace: Path) -> Path:
+    """Create ``<workspace>/.clio-coder`` with its own ``.gitignore`` (``*``) if absent;
+    returns the folder. Raises ``OSError`` when it cannot be written. Blocking."""
+    folder = workspace / WORKSPACE_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text(WORKSPACE_GITIGNORE, encoding="utf-8")
+    return folder

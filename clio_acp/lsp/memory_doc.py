@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clio_acp.paths import WORKSPACE_GITIGNORE
 from clio_acp.session import MemoryProposal, MemoryReminder, write_atomic
 
 DOC_DIR = ".clio-coder"
@@ -153,10 +154,6 @@ def _bullets(key: Any, value: Any, depth: int) -> list[str]:
     return lines
 
 
-GITIGNORE = "*\n"
-"""``.clio-coder/.gitignore``: nothing in the folder is the user's to commit."""
-
-
 def write_atomically(path: Path, text: str) -> bool:
     """Write ``text`` to ``path`` atomically (``clio_acp.atomic``) unless it holds it.
 
@@ -172,6 +169,6 @@ def write_atomically(path: Path, text: str) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     ignore = path.parent / ".gitignore"
     if not ignore.exists():
-        write_atomic(ignore, GITIGNORE)
+        write_atomic(ignore, WORKSPACE_GITIGNORE)
     write_atomic(path, text)
     return True

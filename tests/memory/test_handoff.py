@@ -573,3 +573,21 @@ def test_handoff_entry_id_with_a_lone_surrogate_escape_is_invalid():
     parsed = parse_handoff_snapshot(_handoff_text('"fact"', '"tm-k-\\ud800"'))
     assert parsed is not None and parsed.count == 0
     assert parsed.rejected == ("knowledge[0]: id is not a non-blank string",)
+
+
+def test_the_handoff_folder_is_git_ignored(tmp_path):
+    """Issue 16: the first file clio writes into a workspace may be a handoff;
+    ``.clio-coder/`` then gets its own ``.gitignore`` too."""
+    from clio_acp.memory.bank import TaskMemoryBank
+    from clio_acp.memory.handoff import write_handoff_artifact
+
+    path = write_handoff_artifact(
+        tmp_path,
+        task="t",
+        latest_instruction="t",
+        bank=TaskMemoryBank(),
+        session_id="s1",
+        git_branch="",
+    )
+    assert path.parent.parent == tmp_path / ".clio-coder"
+    assert (tmp_path / ".clio-coder" / ".gitignore").read_text(encoding="utf-8") == "*\n"

@@ -27,7 +27,7 @@ from clio_acp.memory.handoff.snapshot import (
     snapshot_from_bank,
 )
 from clio_acp.memory.redact import RedactionTally, redact_preserving_markers
-from clio_acp.paths import handoffs_dir
+from clio_acp.paths import ensure_workspace_folder, handoffs_dir
 from clio_acp.timestamps import format_timestamp
 
 __all__ = [
@@ -226,6 +226,7 @@ def write_handoff_artifact(
     )
     source = HandoffSource.for_session(session_id, runtime_ids=runtime_ids, agent_ids=agent_ids)
     text = render_handoff_artifact(facts, bank, source, now=now)
+    ensure_workspace_folder(root)  # with its .gitignore: handoffs are not committed
     directory = handoffs_dir(root)
     directory.mkdir(parents=True, exist_ok=True)
     name = _artifact_name(now)
