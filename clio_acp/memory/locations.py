@@ -29,6 +29,9 @@ __all__ = ["FailureLocation", "failure_locations"]
 
 MAX_LOCATIONS = 8
 """At most this many locations per output (the first ones matter)."""
+MAX_CANDIDATES = 200
+"""At most this many path-like matches are checked against the workspace (each is a
+path resolution and a stat)."""
 MAX_SCAN_CHARS = 200_000
 """Only the last this-many characters of an output are read (tracebacks end it)."""
 
@@ -105,7 +108,7 @@ def failure_locations(
         return ()
     root = Path(os.path.normpath(workspace_root))
     seen: dict[str, FailureLocation] = {}
-    for raw_path, line, column in _candidates(output[-MAX_SCAN_CHARS:]):
+    for raw_path, line, column in _candidates(output[-MAX_SCAN_CHARS:])[:MAX_CANDIDATES]:
         try:
             path = _resolve(raw_path, root, cwd)
             if path is None or not exists(path):
