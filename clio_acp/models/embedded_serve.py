@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
     api_key = os.environ.pop(API_KEY_ENV, "")
     if not api_key:
-        print(f"embedded_serve: ${API_KEY_ENV} is not set", file=sys.stderr)
+        sys.stderr.write(f"embedded_serve: ${API_KEY_ENV} is not set\n")
         return 2
     logger = _rotated_output(Path(args.log_file))
     try:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.hostile import hostile_input, lsp_message, probe, start_peer
+from tests.support.hostile import assert_answers_after_hostile_batch, lsp_message, start_peer
 
 EXAMPLES = 40
 _ids = itertools.count(1)
@@ -26,15 +26,7 @@ def peer(tmp_path_factory):
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(rng=st.randoms(use_true_random=False), count=st.integers(1, 25))
 def test_any_frames_leave_the_server_answering_every_request(peer, rng, count) -> None:
-    owed = set()
-    for _ in range(count):
-        data, expected = hostile_input("lsp", rng, _ids)
-        assert peer.send(data), "the server stopped reading"
-        if expected is not None:
-            owed.add(expected)
-    assert probe(peer, f"probe-{next(_probes)}"), "no reply to a request after hostile input"
-    assert peer.wait_for(owed, 30) == set()
-    assert peer.alive() and peer.garbage_on_stdout == 0
+    assert_answers_after_hostile_batch(peer, rng, count, _ids, f"probe-{next(_probes)}")
 
 
 def test_notification_sent_as_a_request_is_answered(peer) -> None:

@@ -335,3 +335,20 @@ def hostile_input(face: str, rng: random.Random, next_id: itertools.count) -> tu
         line, expected = acp_line(rng, next_id)
         return line + b"\n", expected
     return lsp_frame(rng, next_id)
+
+
+def assert_answers_after_hostile_batch(
+    peer: WirePeer, rng: random.Random, count: int, next_id: itertools.count, probe_name: str
+) -> None:
+    """Send ``count`` hostile inputs to ``peer``, then require: the peer kept reading, every
+    request among them and a final probe got a reply (30 s / 60 s), the process is alive
+    and nothing but protocol messages reached its stdout. Raises AssertionError."""
+    owed = set()
+    for _ in range(count):
+        data, expected = hostile_input(peer.face, rng, next_id)
+        assert peer.send(data), f"the {peer.face} peer stopped reading"
+        if expected is not None:
+            owed.add(expected)
+    assert probe(peer, probe_name), "no reply to a request after hostile input"
+    assert peer.wait_for(owed, 30) == set()
+    assert peer.alive() and peer.garbage_on_stdout == 0
