@@ -5,24 +5,9 @@ from __future__ import annotations
 import json
 
 from clio_acp.memory.spend import UsageRow, append_usage_row, fold_spend_file
+from tests.support.step_rows import step_row
 
-GOOD_STEP_ROW = {
-    "version": 2,
-    "at": "2026-01-02T03:04:05.678Z",
-    "triggerReasons": ["interval"],
-    "tier": "llm",
-    "bankDelta": {
-        kind: {"added": 0, "updated": 0, "deleted": 0}
-        for kind in ("status", "knowledge", "procedural")
-    },
-    "decision": "injected",
-    "reason": "intervened",
-    "bankOperations": 0,
-    "droppedOperations": 0,
-    "citedEntries": 1,
-    "tokenCost": {"input": 10, "output": 5, "total": 15},
-    "latencyMs": 12,
-}
+GOOD_STEP_ROW = step_row()
 
 
 DEEP_JSON = "[" * 100_000

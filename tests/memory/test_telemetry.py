@@ -28,6 +28,7 @@ from clio_acp.memory.telemetry import (
     bank_delta,
     parse_step_line,
 )
+from tests.support.step_rows import step_row
 
 EXACT_KEYS = {
     "version",
@@ -46,27 +47,9 @@ EXACT_KEYS = {
 
 
 def row(**over):
-    base = {
-        "version": 2,
-        "at": "2026-01-02T03:04:05.678Z",
-        "triggerReasons": ["interval"],
-        "tier": "llm",
-        "bankDelta": {
-            k: {"added": 0, "updated": 0, "deleted": 0}
-            for k in ("status", "knowledge", "procedural")
-        },
-        "decision": "injected",
-        "reason": "intervened",
-        "bankOperations": 1,
-        "droppedOperations": 0,
-        "citedEntries": 1,
-        "tokenCost": {"input": 10, "output": 5, "total": 15},
-        "latencyMs": 120.5,
-        "targetId": "local",
-        "modelId": "small",
-    }
-    base.update(over)
-    return base
+    return step_row(
+        **{**dict(bankOperations=1, latencyMs=120.5, targetId="local", modelId="small"), **over}
+    )
 
 
 def test_rules_row_has_exactly_the_v2_key_set():

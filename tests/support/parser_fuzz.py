@@ -35,6 +35,7 @@ from clio_acp.memory.usage_report import build_usage_report, format_usage_report
 from clio_acp.paths import Paths
 from clio_acp.settings import SettingsError, load_settings
 from tests.support.hostile import deep_json_text, encode_any, mutate, random_bytes, random_text
+from tests.support.step_rows import step_row
 
 
 def _sample_bank() -> TaskMemoryBank:
@@ -56,25 +57,7 @@ SEEDS: dict[str, str] = {
     + render_handoff_snapshot(snapshot_from_bank(_BANK, HandoffSource.for_session("s1")))
     + "\n",
     "step-line": json.dumps(
-        {
-            "version": 2,
-            "at": "2026-01-02T03:04:05.678Z",
-            "triggerReasons": ["interval"],
-            "tier": "llm",
-            "bankDelta": {
-                k: {"added": 0, "updated": 0, "deleted": 0}
-                for k in ("status", "knowledge", "procedural")
-            },
-            "decision": "injected",
-            "reason": "intervened",
-            "bankOperations": 1,
-            "droppedOperations": 0,
-            "citedEntries": 1,
-            "tokenCost": {"input": 10, "output": 5, "total": 15},
-            "latencyMs": 120.5,
-            "targetId": "local",
-            "modelId": "small",
-        }
+        step_row(bankOperations=1, latencyMs=120.5, targetId="local", modelId="small")
     ),
     "records": json.dumps(
         {
