@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from clio_acp.memory.redact import (
@@ -11,6 +14,8 @@ from clio_acp.memory.redact import (
     redact_secrets_text,
 )
 from tests.support.secrets import corpus, leaked
+
+PINNED = Path(__file__).resolve().parents[1] / "data" / "secrets" / "redacted.json"
 
 
 def test_corpus_holds_at_least_sixty_formats() -> None:
@@ -89,3 +94,18 @@ def test_scope_operator_is_not_an_assignment() -> None:
     ):
         assert redact_secrets_text(text) == text
     assert redact_secrets_text("token: abcdefgh12") == "token: [redacted:assignment]"
+
+
+def _pinned_rows() -> list[dict]:
+    return json.loads(PINNED.read_text(encoding="utf-8"))["rows"]
+
+
+@pytest.mark.parametrize("row", _pinned_rows(), ids=lambda row: repr(row["text"][:40]))
+def test_output_and_count_are_byte_identical_to_the_pinned_run(row: dict) -> None:
+    # redacted.json was written by make_redacted.py before the matching engine was
+    # rebuilt for speed: the engine may change, not a single result.
+    plain, marked = RedactionTally(), RedactionTally()
+    assert redact_secrets_text(row["text"], plain) == row["redacted"]
+    assert plain.count == row["count"]
+    assert redact_preserving_markers(row["text"], marked) == row["preserved"]
+    assert marked.count == row["preservedCount"]
