@@ -10,6 +10,10 @@
 - ``run_cli``: runs ``python -m clio_acp`` as a real subprocess with this checkout
   first on ``PYTHONPATH``; ``invoke_cli`` runs the same command in this process (for
   tests about what a command computes, not about the process).
+- Hypothesis profile ``clio`` (loaded here; ``HYPOTHESIS_PROFILE`` picks another): no
+  deadline (a loaded 2-core machine must not turn a slow example into a failure) and a
+  failure prints the blob that reproduces it. Tests that need many cases set their own
+  ``max_examples``.
 """
 
 from __future__ import annotations
@@ -24,11 +28,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from tests.support.model_server import ScriptedModelServer, running_server
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
+
+hypothesis_settings.register_profile("clio", deadline=None, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "clio"))
 
 
 def subprocess_env(extra: dict[str, str] | None = None) -> dict[str, str]:

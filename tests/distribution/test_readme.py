@@ -14,6 +14,9 @@ from tests.session.test_embedded_turn import DEMO_PROMPT
 
 README = (REPO_ROOT / "README.md").read_text()
 CI_RUN = (REPO_ROOT / ".ci" / "run").read_text()
+TEST_COMMAND = "python -m pytest -q -n 2 --dist loadscope"
+"""README's second command, which .ci/run runs verbatim: two workers, a module's tests
+on one worker (its module-scoped servers start once)."""
 
 
 def _first_block() -> list[str]:
@@ -30,8 +33,8 @@ def test_the_first_command_makes_and_uses_a_venv_then_runs_the_demo():
     assert steps[2] == "pip install -e '.[dev,local]'"
     assert steps[3] == "clio-acp local install"
     assert steps[4] == f'clio-acp run --mode plan "{DEMO_PROMPT}"'
-    assert second == "python -m pytest -q"
-    assert "python -m pytest -q" in CI_RUN.splitlines()[-1]
+    assert second == TEST_COMMAND
+    assert CI_RUN.splitlines()[-1] == TEST_COMMAND
 
 
 def test_the_local_extra_pins_the_server_the_code_installs():
