@@ -5,12 +5,69 @@ from __future__ import annotations
 import re
 import warnings
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from clio_acp.memory.secret_rules import (
     RULES_FILE,
+    KeywordScan,
     go_regex_to_python,
     load_ruleset,
     shannon_entropy,
 )
+
+_KEYWORDS = sorted({keyword for rule in load_ruleset().rules for keyword in rule.keywords})
+
+
+@st.composite
+def _keyword_fragment(draw: st.DrawFn) -> str:
+    """A keyword, or a prefix / suffix / middle of one, in random case."""
+    keyword = draw(st.sampled_from(_KEYWORDS))
+    start = draw(st.integers(0, len(keyword) - 1))
+    end = draw(st.integers(start + 1, len(keyword)))
+    piece = draw(st.sampled_from([keyword, keyword[start:end], keyword[:end], keyword[start:]]))
+    flips = draw(st.lists(st.booleans(), min_size=len(piece), max_size=len(piece)))
+    return "".join(c.upper() if flip else c for c, flip in zip(piece, flips, strict=True))
+
+
+# Keyword fragments glued to each other and to filler, including characters whose
+# lowercase differs in length or maps onto ASCII (İ, Kelvin sign K, long s ſ).
+_TEXTS = st.lists(
+    st.one_of(
+        _keyword_fragment(),
+        st.text(alphabet="aeikstxy_-.=:/ \n0123456789İKſ", max_size=6),
+        st.text(max_size=4),
+    ),
+    max_size=24,
+).map("".join)
+
+
+def _naive_candidates(lowered: str) -> list[str]:
+    return [r.rule_id for r in load_ruleset().rules if any(k in lowered for k in r.keywords)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TEXTS)
+def test_one_scan_selects_exactly_the_rules_a_substring_test_per_keyword_selects(
+    text: str,
+) -> None:
+    lowered = text.lower()
+    assert [rule.rule_id for rule in load_ruleset().candidates(lowered)] == _naive_candidates(
+        lowered
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.text(alphabet="abc.-", min_size=1, max_size=5), min_size=1, max_size=8),
+    st.text(alphabet="abc.-", max_size=40),
+)
+def test_keyword_scan_finds_overlapping_and_nested_keywords(keywords: list[str], text: str) -> None:
+    # A small alphabet makes keywords that are prefixes, suffixes and overlaps of
+    # each other (``ab``, ``abc``, ``bca``) the common case.
+    unique = tuple(dict.fromkeys(keywords))
+    scan = KeywordScan.build(unique)
+    assert scan.present(text) == {k for k in unique if k in text}
 
 
 def test_vendored_file_ships_with_its_licence_and_update_procedure() -> None:

@@ -30,7 +30,15 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RULES_FILE", "Allowlist", "Ruleset", "SecretRule", "go_regex_to_python", "load_ruleset"]
+__all__ = [
+    "RULES_FILE",
+    "Allowlist",
+    "KeywordScan",
+    "Ruleset",
+    "SecretRule",
+    "go_regex_to_python",
+    "load_ruleset",
+]
 
 log = logging.getLogger(__name__)
 
@@ -227,10 +235,19 @@ class Ruleset:
                 index.setdefault(keyword, []).append(position)
         return {keyword: tuple(positions) for keyword, positions in index.items()}
 
+    @cached_property
+    def _keyword_scan(self) -> KeywordScan:
+        return KeywordScan.build(tuple(self._by_keyword))
+
     def candidates(self, lowered: str) -> list[SecretRule]:
         """Rules with at least one keyword in ``lowered`` (the text, lowercased), in
-        file order: gitleaks' prefilter, so most texts run no rule at all."""
-        hits = {p for kw, ps in self._by_keyword.items() if kw in lowered for p in ps}
+        file order: gitleaks' prefilter, so most texts run no rule at all.
+
+        The same rules as ``[r for r in rules if any(k in lowered for k in r.keywords)]``,
+        found in one regex scan instead of one substring search per keyword (~240).
+        """
+        present = self._keyword_scan.present(lowered)
+        hits = {position for keyword in present for position in self._by_keyword[keyword]}
         return [self.rules[position] for position in sorted(hits)]
 
     def secret_spans(self, rule: SecretRule, text: str) -> Iterator[tuple[int, int]]:
@@ -254,6 +271,64 @@ class Ruleset:
             if any(allow.allows(secret, matched, line) for allow in lists):
                 continue
             yield span
+
+
+@dataclass(frozen=True)
+class KeywordScan:
+    """Which of a set of lowercase keywords occur in a text, in one C-level regex scan.
+
+    ``present(lowered)`` equals ``{k for k in keywords if k in lowered}``. The pattern
+    is a lookahead over the keywords as a prefix tree (``a(?:pi|ccess|uth)…``): at each
+    offset the engine follows at most one branch and captures the longest keyword
+    starting there, without consuming it, so ``findall`` reports one keyword per
+    offset where any starts. Every keyword that occurs is a prefix of the longest
+    keyword starting at the same offset, so ``prefixes`` (built once) completes the set.
+    """
+
+    keywords: tuple[str, ...]
+    pattern: re.Pattern[str]
+    prefixes: dict[str, tuple[str, ...]]
+
+    @classmethod
+    def build(cls, keywords: tuple[str, ...]) -> KeywordScan:
+        """Compile the scan for non-empty ``keywords`` (lowercase, as gitleaks lists them)."""
+        prefixes = {k: tuple(other for other in keywords if k.startswith(other)) for k in keywords}
+        pattern = re.compile("(?=(" + _prefix_tree_regex(keywords) + "))")
+        return cls(keywords, pattern, prefixes)
+
+    def present(self, lowered: str) -> set[str]:
+        """The keywords that occur in ``lowered`` (plain substring test, case as given)."""
+        present: set[str] = set()
+        for longest in set(self.pattern.findall(lowered)):
+            present.update(self.prefixes[longest])
+        return present
+
+
+def _prefix_tree_regex(words: tuple[str, ...]) -> str:
+    """A regex matching, at an offset, the longest of ``words`` that starts there:
+    the words as a prefix tree, single-child chains as one literal, a word that is a
+    prefix of others as an optional (greedy, so longest-first) continuation."""
+    root: dict[str, dict] = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+    return _subtree_regex(root)
+
+
+def _subtree_regex(node: dict[str, dict]) -> str:
+    branches = []
+    for char in sorted(c for c in node if c):
+        label, child = char, node[char]
+        while "" not in child and len(child) == 1:
+            ((next_char, child),) = child.items()
+            label += next_char
+        branches.append(re.escape(label) + _subtree_regex(child))
+    if not branches:
+        return ""
+    group = "(?:" + "|".join(branches) + ")"
+    return group + "?" if "" in node else group
 
 
 # gitleaks' "keyword, up to 20 name chars, separator, value" template: a match starts
