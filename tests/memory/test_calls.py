@@ -324,3 +324,131 @@ def _failure_lines_by_definition(output, exit_code):
 @given(st.lists(_OUTPUT_LINES, max_size=12).map("\n".join))
 def test_failure_lines_scanned_from_the_end_match_the_definition(output):
     assert _calls.failure_lines(output, exit_code=2) == _failure_lines_by_definition(output, 2)
+
+
+# -- fast paths that must equal their definitions (issue 18 part 3) ---------------------
+
+_SCALARS = st.one_of(
+    st.text(max_size=8),
+    st.integers(),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+
+
+def _canonical_by_definition(value):
+    import json
+
+    try:
+        canon = _calls._canon(value, set())
+    except _calls._Unrepresentable:
+        return None
+    return json.dumps(canon, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@given(
+    st.one_of(
+        st.dictionaries(st.text(max_size=6), _SCALARS, max_size=6),
+        st.dictionaries(st.text(max_size=3), st.lists(_SCALARS, max_size=3), max_size=3),
+    )
+)
+def test_canonical_json_of_flat_arguments_equals_the_walked_form(args):
+    expected = _canonical_by_definition(args)
+    if expected is None:
+        with pytest.raises(ValueError):
+            _calls.canonical_json(args)
+    else:
+        assert _calls.canonical_json(args) == expected
+
+
+_PROBLEM_TEXT_LINES = st.sampled_from(
+    [
+        "",
+        "  ",
+        "ok",
+        "Some error:",
+        "the cause",
+        "> error echoed",
+        ">>> failed doctest",
+        "===== FAILURES =====",
+        "Traceback (most recent call last):",
+        '  File "x.py", line 3, in <module>',
+        "ValueError: boom",
+        "pkg.Error: other",
+        "   error: indented:",
+        "FAILED x::y - assert 0",
+        "done\r",
+        "a\x0bpermission denied",
+        "x\u2028timed out",
+    ]
+)
+
+
+def _problem_line_by_definition(text):
+    """§4 legacy digest line as written: every kept line listed first."""
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip()
+        and not line.startswith(("> ", ">>> "))
+        and not _calls._BANNER.match(line.strip())
+    ]
+    if not lines:
+        return ""
+    chosen = None
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        for line in reversed(lines):
+            if _calls._EXCEPTION_LINE.match(line):
+                chosen = lines.index(line)
+                break
+    if chosen is None:
+        chosen = next((i for i, ln in enumerate(lines) if _calls._PROBLEM_LINE.search(ln)), 0)
+    line = lines[chosen]
+    if line.endswith(":") and chosen + 1 < len(lines):
+        line = f"{line} {lines[chosen + 1]}"
+    return line
+
+
+@given(st.lists(_PROBLEM_TEXT_LINES, max_size=12), st.sampled_from(["\n", "\r\n", "\r"]))
+def test_problem_line_found_by_one_regex_pass_matches_the_definition(lines, newline):
+    text = newline.join(lines)
+    assert _calls._problem_line(text) == _problem_line_by_definition(text)
+
+
+_VOLATILE_WORDS = st.sampled_from(
+    ["0x7f00aa11", "pid 42", "PID=7", "12:30:01", "2026-01-02T03:04:05Z", "3.5 s", "10ms",
+     "p", "P", "x", " ", "\n", "1", "٣", "0x", ":"]
+)  # fmt: skip
+
+
+@given(st.lists(_VOLATILE_WORDS, max_size=20).map("".join))
+def test_volatile_mask_lookahead_keeps_the_matches(text):
+    import re
+
+    plain = re.compile(_calls._VOLATILE.pattern.removeprefix(r"(?=[\dpP])"))
+
+    def mask(m):
+        return _calls._MASKS[m.lastgroup or "addr"]
+
+    assert _calls._VOLATILE.sub(mask, text) == plain.sub(mask, text)
+
+
+_SHELL_PIECES = st.sampled_from(
+    ["echo", "'a b'", '"c d"', "x", "|", "&&", "<<EOF", "\nline\nEOF\n", "\\\n", ";", ">", "f"]
+)
+
+
+@given(st.lists(_SHELL_PIECES, max_size=12).map(" ".join))
+def test_tokens_shortcuts_match_the_full_tokeniser(command):
+    text = command.replace("\\\n", " ").replace("\n", " ; ")
+    _calls.clear_caches()
+    full = _calls._strip_heredocs(command)
+    assert _calls._tokens(command) == tuple(
+        _calls._unquote(t)
+        for t in _calls._TOKEN.findall(full.replace("\\\n", " ").replace("\n", " ; "))
+    )
+    if "<<" not in command:
+        assert _calls._tokens(command) == tuple(
+            _calls._unquote(t) for t in _calls._TOKEN.findall(text)
+        )

@@ -14,25 +14,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from clio_acp.memory.calls import (
-    UNREPRESENTABLE,
-    call_description,
-    canonical_call,
     cap_digest,
-    changed_paths,
     classify_exit,
     error_digest,
     error_signature,
-    is_revert,
-    is_state_changing,
     ok_digest,
-    operation_fingerprint,
     shell_command_of,
-    typed_command,
 )
 from clio_acp.memory.locations import failure_locations
 from clio_acp.memory.middleware.effects import (
@@ -42,6 +32,7 @@ from clio_acp.memory.middleware.effects import (
     ToolCall,
     ToolOutcome,
 )
+from clio_acp.memory.middleware.facts import call_facts, call_paths
 from clio_acp.memory.middleware.state import TrajectoryStep, collapse_keep_newlines
 from clio_acp.memory.middleware.triggers import RulesTriggers
 from clio_acp.memory.reminders import blind_retry_text, loop_stop_text
@@ -51,7 +42,6 @@ from clio_acp.settings import MemorySettings
 
 __all__ = ["RulesTierObservation", "call_paths", "display_call", "failure_line"]
 
-_PATH_KEYS = ("path", "file_path", "paths")
 # §13.1 knock-on: after an earlier failure in the same batch, a failure that only
 # says something is missing (the folder a failed clone did not make, no repository)
 # follows from that failure; memory speaks about the first one.
@@ -60,28 +50,6 @@ _MISSING_STATE = re.compile(
     r"not found",
     re.IGNORECASE,
 )
-
-
-def call_paths(args: Any, workspace_root: Path | None) -> tuple[str, ...]:
-    """Absolute paths a tool call names in its ``path``/``file_path``/``paths``
-    arguments (relative ones resolved against ``workspace_root``; dropped when there
-    is none). Never raises; non-string values are ignored."""
-    if not isinstance(args, Mapping):
-        return ()
-    found: list[str] = []
-    for key in _PATH_KEYS:
-        value = args.get(key)
-        values = value if isinstance(value, list) else [value]
-        for item in values:
-            if not isinstance(item, str) or not item.strip() or "\0" in item:
-                continue
-            path = Path(item)
-            if not path.is_absolute():
-                if workspace_root is None:
-                    continue
-                path = workspace_root / path
-            found.append(str(path))
-    return tuple(dict.fromkeys(found))
 
 
 def display_call(call: str) -> str:
@@ -111,40 +79,6 @@ def failure_line(record: FailureRecord) -> str:
     return f"{display_call(record.call)} — failed {times} since step {record.first_step}; last: {record.digest}"
 
 
-_FACTS: dict[tuple[str, str, str | None, Path | None], dict[str, Any]] = {}
-FACTS_CACHE_ENTRIES = 1024
-
-
-def _call_facts(
-    name: str, canonical: str, args: Any, kind: str | None, root: Path | None
-) -> dict[str, Any]:
-    """The ``TrajectoryStep`` fields that depend on the call alone (fingerprint,
-    description, state-changing, paths, the command as typed, shell text, revert,
-    written files). The same call recurs through a session (reruns, reads), so the
-    shell parsing behind them runs once per distinct canonical call; every value is
-    immutable, so a cached dict is safe to spread into each new step."""
-    key = (name, canonical, kind, root)
-    facts = _FACTS.get(key)
-    if facts is not None:
-        return facts
-    changing = is_state_changing(name, args, kind)
-    facts = {
-        "fingerprint": operation_fingerprint(canonical),
-        "call": call_description(canonical),
-        "state_changing": changing,
-        "paths": call_paths(args, root),
-        "command": typed_command(name, args),
-        "shell": shell_command_of(name, args),
-        "revert": changing and is_revert(name, args),
-        "writes": changed_paths(name, args, kind) if changing else (),
-    }
-    if not canonical.endswith(UNREPRESENTABLE):  # other args would share the key
-        if len(_FACTS) >= FACTS_CACHE_ENTRIES:
-            _FACTS.clear()
-        _FACTS[key] = facts
-    return facts
-
-
 def _errors_of(trajectory: Any, fingerprint: str) -> int:
     return sum(1 for t in trajectory if t.outcome == "error" and t.fingerprint == fingerprint)
 
@@ -156,9 +90,8 @@ class RulesTierObservation(RulesTriggers):
         name = (call.tool_name or "").strip()
         if not name:
             return None  # §4: no tool name → ignored entirely
-        canonical = canonical_call(name, call.args)
-        facts = _call_facts(name, canonical, call.args, call.kind, self.workspace_root)
-        return TrajectoryStep(step=0, tool_name=name, tool_call_id=call.tool_call_id, **facts)
+        facts = call_facts(name, call.args, call.kind, self.workspace_root)
+        return TrajectoryStep(0, name, facts, tool_call_id=call.tool_call_id)
 
     def before_tool(self, call: ToolCall, *, session_id: str | None = None) -> list[Effect]:
         """§4: prepare the step and keep it under ``tool_call_id`` (or
@@ -254,15 +187,16 @@ class RulesTierObservation(RulesTriggers):
         self, settings: MemorySettings, step: TrajectoryStep, call: ToolCall, outcome: ToolOutcome
     ) -> bool:
         """The tool's verdict, except that §12.2 informative exits are not errors."""
-        is_error = bool(outcome.is_error)
+        if not outcome.is_error:
+            return False
         command = shell_command_of(step.tool_name, call.args)
-        if is_error and command is not None and settings.exit_code_semantics:
+        if command is not None and settings.exit_code_semantics:
             verdict = classify_exit(command, outcome.exit_code)
             if verdict.meaning == "informative":
                 step.informative = True
                 step.digest = cap_digest(verdict.note)
                 return False
-        return is_error
+        return True
 
     def _classify_error(self, step: TrajectoryStep, outcome: ToolOutcome) -> None:
         s = self._s
@@ -289,7 +223,7 @@ class RulesTierObservation(RulesTriggers):
             if path not in paths:
                 paths.append(path)
                 lines.append(None)
-        step.paths, step.lines = tuple(paths), tuple(lines)
+        step.located = (tuple(paths), tuple(lines))
 
     def _classify_success(self, step: TrajectoryStep, outcome: ToolOutcome) -> None:
         if not step.digest:

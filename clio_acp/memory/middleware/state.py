@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.middleware.effects import InjectReminder
+from clio_acp.memory.middleware.facts import CallFacts
 from clio_acp.memory.rules import RulesMemory
 
 __all__ = [
@@ -49,32 +50,66 @@ TIMEOUT_BACKOFF = 2
 
 @dataclass
 class TrajectoryStep:
-    """One observed tool call (§4 trajectory step)."""
+    """One observed tool call (§4 trajectory step). What depends on the call alone
+    comes from its shared ``CallFacts`` (computed when first read)."""
 
     step: int
     tool_name: str
-    fingerprint: str
-    call: str
+    facts: CallFacts
     outcome: Literal["ok", "error"] = "ok"
     digest: str = ""
     provenance: str = "legacy"
     key: tuple[str, str] | None = None
     informative: bool = False
-    state_changing: bool = False
     tool_call_id: str | None = None
-    paths: tuple[str, ...] = ()
-    """Absolute workspace files the call named (its ``path`` arguments); after a
-    failure, the files its output names come first (``memory.locations``)."""
-    lines: tuple[int | None, ...] = ()
-    """0-based line in each of ``paths`` the failure output named (same order)."""
-    command: str = ""
-    """The call as a user would type it (§13.7)."""
-    shell: str | None = None
-    """The shell command line of a shell tool call."""
-    revert: bool = False
-    """A state change that only reverts (git checkout/restore/stash/reset, §13.1)."""
-    writes: tuple[str, ...] = ()
-    """Files the call writes, as it names them (§13.5)."""
+    located: tuple[tuple[str, ...], tuple[int | None, ...]] | None = None
+    """After a failure naming files: (paths, 0-based lines), the named files first."""
+
+    @property
+    def fingerprint(self) -> str:
+        """§4 operation fingerprint (16 hex)."""
+        return self.facts.fingerprint
+
+    @property
+    def call(self) -> str:
+        """§4 call description."""
+        return self.facts.call
+
+    @property
+    def state_changing(self) -> bool:
+        """§12.1 the call changes the workspace."""
+        return self.facts.state_changing
+
+    @property
+    def command(self) -> str:
+        """The call as a user would type it (§13.7)."""
+        return self.facts.command
+
+    @property
+    def shell(self) -> str | None:
+        """The shell command line of a shell tool call."""
+        return self.facts.shell
+
+    @property
+    def revert(self) -> bool:
+        """A state change that only reverts (git checkout/restore/stash/reset, §13.1)."""
+        return self.facts.revert
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        """Files the call writes, as it names them (§13.5)."""
+        return self.facts.writes
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Absolute workspace files the call named (its ``path`` arguments); after a
+        failure, the files its output names come first (``memory.locations``)."""
+        return self.located[0] if self.located is not None else self.facts.paths
+
+    @property
+    def lines(self) -> tuple[int | None, ...]:
+        """0-based line in each of ``paths`` the failure output named (same order)."""
+        return self.located[1] if self.located is not None else ()
 
     def to_policy(self) -> dict[str, Any]:
         """The step as the policy's trajectory input (§3 ``trajectory`` item)."""
