@@ -6,6 +6,16 @@ and Neovim capability sets shipped with pytest-lsp; ``lsp`` is a started but not
 initialized client (lifecycle tests drive ``initialize`` themselves); ``client`` is
 initialized on a fresh workspace folder. Tests wait on notifications, never sleep for
 a fixed time to let something happen.
+
+Tests that are not about the process (its lifecycle, its stdout, what ``initialize``
+does with its options) share one server per module and capability set:
+``shared_client`` is that server moved onto the test's own workspace folder
+(``workspace/didChangeWorkspaceFolders``), with the default options plus
+``shared_options`` (``workspace/didChangeConfiguration``), no session bound, the
+client's records cleared and the durable memory store empty. Such a module marks its
+tests ``pytest.mark.asyncio(loop_scope="module")``; its data/state/config folders are
+the server's (``server_home``), so ``isolated_dirs`` and ``install_settings`` point at
+what the server reads.
 """
 
 from __future__ import annotations
@@ -22,8 +32,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
 
+from clio_acp.lsp.options import InitializationOptions
 from tests.conftest import subprocess_env
 
 CLIENTS = ["visual-studio-code", "neovim"]
@@ -133,6 +145,151 @@ async def lsp(workspace: Path) -> AsyncIterator[LanguageClient]:
 async def client(lsp: LanguageClient, client_name: str, workspace: Path) -> LanguageClient:
     await lsp.initialize_session(initialize_params(client_name, workspace))
     return lsp
+
+
+# -- one server per module --------------------------------------------------------
+
+DIR_NAMES = ("data", "state", "config", "cache")
+
+
+class SharedServer:
+    """One ``clio-acp lsp`` for a module's tests with one capability set.
+
+    ``checkout(workspace, options)`` hands a test the client in the state a fresh
+    server would be in after ``initialize`` on ``workspace`` with ``options``, except
+    that the options arrive by ``workspace/didChangeConfiguration`` (every key, so
+    nothing a previous test set survives); ``checkin()`` ends the test's turn and
+    session. A server that died (a test's fault) is started again at the next
+    checkout."""
+
+    def __init__(self, client_name: str, home: dict[str, Path], first_folder: Path) -> None:
+        self.client_name = client_name
+        self.home = home
+        self.folder = first_folder
+        self.client: LanguageClient | None = None
+
+    async def _start(self) -> LanguageClient:
+        env = {f"CLIO_ACP_{name.upper()}_DIR": str(path) for name, path in self.home.items()}
+        client = await start_server(self.folder, env)
+        await client.initialize_session(initialize_params(self.client_name, self.folder))
+        return client
+
+    async def checkout(self, workspace: Path, options: dict[str, Any]) -> LanguageClient:
+        client = self.client
+        if client is None or client._server is None or client._server.returncode is not None:
+            if client is not None:
+                await stop_server(client)
+            self.folder = workspace
+            client = self.client = await self._start()
+        _forget_what_was_received(client)
+        (self.home["data"] / "memory" / "records.json").unlink(missing_ok=True)
+        if workspace != self.folder:
+            client.workspace_did_change_workspace_folders(
+                types.DidChangeWorkspaceFoldersParams(
+                    event=types.WorkspaceFoldersChangeEvent(
+                        added=[types.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)],
+                        removed=[
+                            types.WorkspaceFolder(uri=self.folder.as_uri(), name=self.folder.name)
+                        ],
+                    )
+                )
+            )
+            self.folder = workspace
+        await configure(client, **options)
+        # Notifications have no answer: this round trip is handled after them.
+        assert (await execute(client, "clio.usage"))["sessionId"] is None
+        return client
+
+    async def checkin(self) -> None:
+        """End whatever turn and session the test left (a dead server stays dead)."""
+        client = self.client
+        if client is None or client._server is None or client._server.returncode is not None:
+            return
+        client.answer = None  # type: ignore[attr-defined]
+        with contextlib.suppress(JsonRpcException):
+            await execute(client, "clio.cancel")
+        with contextlib.suppress(JsonRpcException):
+            await execute(client, "clio.session.close")
+
+    async def stop(self) -> None:
+        if self.client is not None:
+            await stop_server(self.client)
+
+
+def _forget_what_was_received(client: LanguageClient) -> None:
+    for records in (
+        client.session_updates,  # type: ignore[attr-defined]
+        client.statuses,  # type: ignore[attr-defined]
+        client.asked,  # type: ignore[attr-defined]
+        client.messages,
+        client.log_messages,
+        client.shown_documents,
+    ):
+        records.clear()
+    client.diagnostics.clear()
+    client.progress_reports.clear()
+    client.answer = None  # type: ignore[attr-defined]
+
+
+async def configure(client: LanguageClient, **options: Any) -> None:
+    """Every ``clio`` option: the defaults with ``options`` (camelCase keys) over them,
+    pushed with ``workspace/didChangeConfiguration``."""
+    settings = InitializationOptions().model_dump(by_alias=True) | options
+    client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"clio": settings})
+    )
+
+
+@pytest.fixture(scope="module", params=CLIENTS)
+def shared_client_name(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def server_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The shared server's data/state/config/cache folders."""
+    root = tmp_path_factory.mktemp("server-home")
+    home = {name: root / name for name in DIR_NAMES}
+    for path in home.values():
+        path.mkdir()
+    return home
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_server(
+    shared_client_name: str, server_home: dict[str, Path], tmp_path_factory
+) -> AsyncIterator[SharedServer]:
+    first = tmp_path_factory.mktemp("first-folder")
+    server = SharedServer(shared_client_name, server_home, first)
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+def shared_options() -> dict[str, Any]:
+    """The options a module's tests start with (camelCase keys); override per module."""
+    return {}
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def shared_client(
+    shared_server: SharedServer, workspace: Path, shared_options: dict[str, Any]
+) -> AsyncIterator[LanguageClient]:
+    client = await shared_server.checkout(workspace, shared_options)
+    yield client
+    await shared_server.checkin()
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(isolated_dirs, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """A test on the shared server uses the server's folders (settings it installs and
+    records it reads must be the server's)."""
+    if "shared_server" not in request.fixturenames:
+        return isolated_dirs
+    home = request.getfixturevalue("server_home")
+    for name, path in home.items():
+        monkeypatch.setenv(f"CLIO_ACP_{name.upper()}_DIR", str(path))
+    return home
 
 
 SESSION_UPDATE = "clio/sessionUpdate"

@@ -16,7 +16,13 @@ from pytest_lsp import LanguageClient
 from tests.lsp.conftest import PROGRESS, SESSION_UPDATE, execute, updates_of, wait_for
 from tests.support.model_server import Reply, ToolCall, usage
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def client(shared_client: LanguageClient) -> LanguageClient:
+    """One server for the module (``shared_client``): each test its own workspace."""
+    return shared_client
 
 
 @pytest.fixture(autouse=True)
