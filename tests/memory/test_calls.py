@@ -452,3 +452,19 @@ def test_tokens_shortcuts_match_the_full_tokeniser(command):
         assert _calls._tokens(command) == tuple(
             _calls._unquote(t) for t in _calls._TOKEN.findall(text)
         )
+
+
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            ["a", " ", "\t", "\n", "\x1c", "\x85", "\u00a0", "\u2028", "\u3000", "é", "\x0b"]
+        )
+    )
+)
+def test_collapse_equals_the_whitespace_regex(text):
+    assert _calls.collapse(text) == _calls._WS.sub(" ", text).strip()
+
+
+def test_collapse_agrees_with_the_regex_on_every_code_point():
+    every = "".join(map(chr, range(0x3000 + 1)))
+    assert _calls.collapse(every) == _calls._WS.sub(" ", every).strip()
