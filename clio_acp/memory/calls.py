@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from functools import lru_cache, wraps
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Literal
 
 from clio_acp.memory.redact import redact_secrets_text
@@ -142,12 +143,35 @@ def flat_json_object(value: Any) -> bool:
     return True
 
 
+def _flat_json(value: dict[str, Any]) -> str:
+    """What ``_CANONICAL_ENCODER`` writes for a ``flat_json_object``, without building
+    an encoder per call: each scalar written as ``json`` writes it (``float.__repr__``,
+    ``int.__repr__``, ``encode_basestring`` with non-ASCII kept)."""
+    parts = []
+    for key in sorted(value):
+        item = value[key]
+        kind = type(item)
+        if kind is str:
+            text = encode_basestring(item)
+        elif item is None or kind is bool:
+            text = _JSON_CONSTANTS[item]
+        elif kind is int:
+            text = int.__repr__(item)
+        else:
+            text = float.__repr__(item)
+        parts.append(f"{encode_basestring(key)}:{text}")
+    return "{" + ",".join(parts) + "}"
+
+
+_JSON_CONSTANTS = {None: "null", True: "true", False: "false"}
+
+
 def canonical_json(value: Any) -> str:
     """Canonical JSON of tool arguments (§4): keys sorted, no whitespace between
     tokens, non-ASCII kept. Raises ``ValueError`` for values JSON cannot represent
     (non-finite numbers, cycles, non-string keys, arbitrary objects)."""
     if flat_json_object(value):
-        return _CANONICAL_ENCODER.encode(value)
+        return _flat_json(value)
     try:
         canon = _canon(value, set())
     except (_Unrepresentable, RecursionError) as exc:
@@ -401,6 +425,7 @@ _WORD = re.compile(r"[A-Za-z]{3,}")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
 _SEPARATORS = {"&&", "||", ";", "|", "|&", "&", "(", ")", ";;", "\n"}
 _REDIRECT_WRITE = {">", ">>", ">|", "&>", "&>>"}
+_REDIRECTS = frozenset(_REDIRECT_WRITE | {"<", "<<", "<<<", ">&"})
 _WRAPPERS = {"sudo", "env", "command", "time", "nice", "nohup", "exec", "builtin"}
 
 
@@ -659,8 +684,8 @@ _NULL_TARGETS = {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"}
 _PY_HEREDOC = re.compile(r"\bpython[\d.]*(?:\s+-[\w-]*)*\s+(?:-\s*)?<<-?\s*['\"]?\w")
 
 
-def _simple_command_changes(words: list[str]) -> bool:
-    # Redirections that write a file.
+def _writes_by_redirection(words: list[str]) -> bool:
+    """A redirection writes a file (not ``/dev/null``, not a descriptor ``&N``)."""
     for i, word in enumerate(words):
         target = None
         if word in _REDIRECT_WRITE and i + 1 < len(words):
@@ -669,7 +694,16 @@ def _simple_command_changes(words: list[str]) -> bool:
             return True
         if target is not None and target not in _NULL_TARGETS and not target.startswith("&"):
             return True
-    clean = [w for w in words if w not in _REDIRECT_WRITE and w not in {"<", "<<", "<<<", ">&"}]
+    return False
+
+
+def _simple_command_changes(words: list[str]) -> bool:
+    if not _REDIRECTS.isdisjoint(words):
+        if _writes_by_redirection(words):
+            return True
+        clean = [w for w in words if w not in _REDIRECTS]
+    else:
+        clean = words
     program, args = _program(clean)
     program, args = _module_program(program, args)
     if not program:

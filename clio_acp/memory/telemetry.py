@@ -16,6 +16,7 @@ import math
 import os
 import threading
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -75,13 +76,18 @@ class _Strict(BaseModel):
 
 
 class _Counts(_Strict):
+    model_config = ConfigDict(frozen=True)
+
     added: int = Field(ge=0)
     updated: int = Field(ge=0)
     deleted: int = Field(ge=0)
 
 
 class BankDelta(_Strict):
-    """Per class: entries added, updated (content or createdAt changed), deleted."""
+    """Per class: entries added, updated (content or createdAt changed), deleted.
+    Frozen: one instance is shared by every row with the same counts."""
+
+    model_config = ConfigDict(frozen=True)
 
     status: _Counts
     knowledge: _Counts
@@ -199,35 +205,47 @@ def parse_step_line(line: str) -> StepRecord:
         raise ValueError(str(exc)) from exc
 
 
-_EMPTY_COUNTS = {"added": 0, "updated": 0, "deleted": 0}
+_DELTA_KINDS = ("status", "knowledge", "procedural")
+
+
+def _entry_keys(snapshot: dict[str, Any] | None, kind: str) -> dict[str, tuple[Any, Any]]:
+    """``{id: (content, createdAt)}`` of one class of a snapshot (what a write changes)."""
+    if not snapshot:
+        return {}
+    value = snapshot.get(kind)
+    if kind == "status":
+        return {value["id"]: (value.get("content"), value.get("createdAt"))} if value else {}
+    return {e["id"]: (e.get("content"), e.get("createdAt")) for e in value or []}
 
 
 def bank_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> BankDelta:
     """Compare two bank snapshots keyed by id (§5 "bankDelta"). An entry is updated
     only when ``content`` or ``createdAt`` differ; injection bumps are not writes."""
-    result: dict[str, dict[str, int]] = {}
-    for kind in ("status", "knowledge", "procedural"):
-
-        def entries(snapshot: dict[str, Any] | None, kind: str = kind) -> dict[str, dict]:
-            if not snapshot:
-                return {}
-            value = snapshot.get(kind)
-            if kind == "status":
-                return {value["id"]: value} if value else {}
-            return {e["id"]: e for e in value or []}
-
-        old, new = entries(before), entries(after)
-        counts = dict(_EMPTY_COUNTS)
-        counts["added"] = len(new.keys() - old.keys())
-        counts["deleted"] = len(old.keys() - new.keys())
-        counts["updated"] = sum(
-            1
-            for key in new.keys() & old.keys()
-            if (new[key].get("content"), new[key].get("createdAt"))
-            != (old[key].get("content"), old[key].get("createdAt"))
+    counts: list[int] = []
+    for kind in _DELTA_KINDS:
+        old, new = _entry_keys(before, kind), _entry_keys(after, kind)
+        if old == new:
+            counts += (0, 0, 0)
+            continue
+        common = new.keys() & old.keys()
+        counts += (
+            len(new) - len(common),
+            sum(1 for key in common if new[key] != old[key]),
+            len(old) - len(common),
         )
-        result[kind] = counts
-    return BankDelta.model_validate(result)
+    return _delta_of(tuple(counts))
+
+
+@lru_cache(maxsize=256)
+def _delta_of(counts: tuple[int, ...]) -> BankDelta:
+    """The (frozen, shared) ``BankDelta`` of nine counts (added, updated, deleted per
+    class): validated once per distinct counts, not once per row."""
+    return BankDelta.model_validate(
+        {
+            kind: dict(zip(("added", "updated", "deleted"), counts[i * 3 : i * 3 + 3], strict=True))
+            for i, kind in enumerate(_DELTA_KINDS)
+        }
+    )
 
 
 def empty_delta() -> BankDelta:
