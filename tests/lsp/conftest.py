@@ -167,43 +167,65 @@ class SharedServer:
         self.home = home
         self.folder = first_folder
         self.client: LanguageClient | None = None
+        self.folders: set[str] = set()
+        """URIs of the workspace folders the server was told of (by us or a test)."""
 
     async def _start(self) -> LanguageClient:
         env = {f"CLIO_ACP_{name.upper()}_DIR": str(path) for name, path in self.home.items()}
         client = await start_server(self.folder, env)
         await client.initialize_session(initialize_params(self.client_name, self.folder))
+        self.folders = {self.folder.as_uri()}
+        announce = client.workspace_did_change_workspace_folders
+
+        def tracked(params: types.DidChangeWorkspaceFoldersParams) -> None:
+            self.folders |= {f.uri for f in params.event.added or []}
+            self.folders -= {f.uri for f in params.event.removed or []}
+            announce(params)
+
+        client.workspace_did_change_workspace_folders = tracked  # type: ignore[method-assign]
         return client
 
-    async def checkout(self, workspace: Path, options: dict[str, Any]) -> LanguageClient:
+    def _alive(self) -> bool:
         client = self.client
-        if client is None or client._server is None or client._server.returncode is not None:
-            if client is not None:
-                await stop_server(client)
+        return (
+            client is not None and client._server is not None and client._server.returncode is None
+        )
+
+    async def checkout(self, workspace: Path, options: dict[str, Any]) -> LanguageClient:
+        if not self._alive():
+            if self.client is not None:
+                await stop_server(self.client)
             self.folder = workspace
-            client = self.client = await self._start()
+            self.client = await self._start()
+        client = self.client
+        assert client is not None
         _forget_what_was_received(client)
         (self.home["data"] / "memory" / "records.json").unlink(missing_ok=True)
         if workspace != self.folder:
-            client.workspace_did_change_workspace_folders(
-                types.DidChangeWorkspaceFoldersParams(
-                    event=types.WorkspaceFoldersChangeEvent(
-                        added=[types.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)],
-                        removed=[
-                            types.WorkspaceFolder(uri=self.folder.as_uri(), name=self.folder.name)
-                        ],
-                    )
-                )
-            )
-            self.folder = workspace
+            self._move_to(client, workspace)
         await configure(client, **options)
         # Notifications have no answer: this round trip is handled after them.
         assert (await execute(client, "clio.usage"))["sessionId"] is None
         return client
 
+    def _move_to(self, client: LanguageClient, workspace: Path) -> None:
+        """Every folder out (the root too, even if a test removed it already, so the
+        server's root moves), ``workspace`` in: it becomes the root."""
+        gone = self.folders | {self.folder.as_uri()}
+        client.workspace_did_change_workspace_folders(
+            types.DidChangeWorkspaceFoldersParams(
+                event=types.WorkspaceFoldersChangeEvent(
+                    added=[types.WorkspaceFolder(uri=workspace.as_uri(), name=workspace.name)],
+                    removed=[types.WorkspaceFolder(uri=uri, name="gone") for uri in sorted(gone)],
+                )
+            )
+        )
+        self.folder = workspace
+
     async def checkin(self) -> None:
         """End whatever turn and session the test left (a dead server stays dead)."""
         client = self.client
-        if client is None or client._server is None or client._server.returncode is not None:
+        if client is None or not self._alive():
             return
         client.answer = None  # type: ignore[attr-defined]
         with contextlib.suppress(JsonRpcException):

@@ -9,7 +9,14 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def client(shared_client: LanguageClient) -> LanguageClient:
+    """One server for the module (``shared_client``): each test its own workspace."""
+    return shared_client
+
 
 REQUEST_FAILED = types.LSPErrorCodes.RequestFailed.value  # -32803
 
@@ -22,7 +29,7 @@ async def test_error_response_carries_no_traceback_and_no_local_path(
     client: LanguageClient, isolated_dirs
 ):
     records = isolated_dirs["data"] / "memory" / "records.json"
-    records.parent.mkdir(parents=True)
+    records.parent.mkdir(parents=True, exist_ok=True)
     records.write_text("{ this is not json", encoding="utf-8")
     with pytest.raises(JsonRpcException) as caught:
         await client.workspace_execute_command_async(

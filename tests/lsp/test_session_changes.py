@@ -17,15 +17,21 @@ from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.handoff import write_handoff_artifact
 from tests.lsp.conftest import (
     SESSION_UPDATE,
+    configure,
     execute,
-    initialize_params,
     plain,
     updates_of,
     wait_for,
 )
 from tests.support.model_server import Reply
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def client(shared_client: LanguageClient) -> LanguageClient:
+    """One server for the module (``shared_client``): each test its own workspace."""
+    return shared_client
 
 
 @pytest.fixture(autouse=True)
@@ -96,21 +102,19 @@ async def test_session_list_fork_and_close(client: LanguageClient, workspace: Pa
 
 
 async def test_session_changed_with_a_new_editor_id_ends_the_binding(
-    lsp: LanguageClient, client_name: str, workspace: Path
+    client: LanguageClient, workspace: Path
 ):
-    await lsp.initialize_session(
-        initialize_params(client_name, workspace, options={"editorSessionId": "window-1"})
-    )
-    first = await _seeded_session(lsp, workspace)
-    lsp.protocol.notify("clio/sessionChanged", {"editorSessionId": "window-1"})
-    assert (await execute(lsp, "clio.usage"))["sessionId"] == first  # same id: no change
-    lsp.protocol.notify("clio/sessionChanged", {"editorSessionId": "window-2"})
-    shown = await _after_notification(lsp, lambda s: s["sessionId"] is None)
+    await configure(client, editorSessionId="window-1")
+    first = await _seeded_session(client, workspace)
+    client.protocol.notify("clio/sessionChanged", {"editorSessionId": "window-1"})
+    assert (await execute(client, "clio.usage"))["sessionId"] == first  # same id: no change
+    client.protocol.notify("clio/sessionChanged", {"editorSessionId": "window-2"})
+    shown = await _after_notification(client, lambda s: s["sessionId"] is None)
     assert shown["board"] is None
     # The next prompt starts a new session with an empty bank.
-    second = await execute(lsp, "clio.prompt", "again")
+    second = await execute(client, "clio.prompt", "again")
     assert second["sessionId"] != first
-    assert _knowledge(await execute(lsp, "clio.memory.show")) == []
+    assert _knowledge(await execute(client, "clio.memory.show")) == []
 
 
 async def _after_notification(client: LanguageClient, done) -> dict:
