@@ -106,3 +106,38 @@ def test_a_prompt_without_a_task_tag_loses_the_harness_instruction_blocks():
     # OpenHands templates that use <pr_description> are read the same way.
     task, _ = split_task("openhands", "<pr_description>\nAdd flag X.\n</pr_description>\nSteps…")
     assert task == "Add flag X."
+
+
+# -- mini-swe-agent tag bodies found with str.find (issue 18 part 3) -------------------
+
+import re  # noqa: E402
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from clio_acp.agent.recordings import _between  # noqa: E402
+
+_TAG_PIECES = st.sampled_from(
+    ["<output>", "</output>", "<output_head>", "</output_head>", "\n", "\n\n", "a", " "]
+)
+
+
+@given(st.lists(_TAG_PIECES, max_size=10).map("".join), st.sampled_from(["output", "output_head"]))
+def test_tag_body_by_find_equals_the_lazy_regex(text, tag):
+    match = re.search(rf"<{tag}>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
+    assert _between(text, tag) == (match.group(1) if match else None)
+
+
+_SCREEN_PIECES = st.sampled_from(
+    ["bash: x: command not found", "ERROR: y", "Error in f:", "E: no", "e: no", "FAILED", "failed",
+     "Traceback (most recent call last)", "ValueError: v", "valueerror: v", "make: ***", "ok",
+     "Warning: error", "\n", " ", "Killed", "killed", "core dumped", "x"]
+)  # fmt: skip
+
+
+@given(st.lists(_SCREEN_PIECES, max_size=8).map("".join))
+def test_terminal_failure_on_lowercased_ascii_equals_the_ignorecase_regex(screen):
+    from clio_acp.agent import recordings
+
+    text = recordings._WARNING_LINE.sub("", screen)
+    assert terminal_failed(screen, "cmd") == bool(recordings._TERMINAL_FAILURE.search(text))
