@@ -15,11 +15,18 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import DIAGNOSTICS, execute, initialize_params, wait_for
+from tests.lsp.conftest import DIAGNOSTICS, configure, execute, initialize_params, wait_for
 from tests.support.model_server import Reply, ToolCall
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def client(shared_client: LanguageClient) -> LanguageClient:
+    """One server for the module (``shared_client``): each test its own workspace."""
+    return shared_client
+
 
 FAILING = "python3 -c \"import sys; sys.exit('ModuleNotFoundError: No module named foo')\""
 
@@ -43,9 +50,9 @@ def _script_repeated_failures(model_server) -> None:
     )
 
 
-async def _start(lsp, client_name, workspace, **options) -> None:
+async def _start(client: LanguageClient, **options) -> None:
     options.setdefault("permissionMode", "bypass")
-    await lsp.initialize_session(initialize_params(client_name, workspace, options=options))
+    await configure(client, **options)
 
 
 def _memory(client: LanguageClient, uri: str) -> list[types.Diagnostic]:
@@ -60,29 +67,29 @@ async def _reminders(client, workspace) -> tuple[types.Diagnostic, types.Diagnos
 
 
 async def test_reminder_is_a_diagnostic_on_the_file_it_names(
-    lsp: LanguageClient, client_name: str, workspace: Path, model_server
+    client: LanguageClient, workspace: Path, model_server
 ):
-    await _start(lsp, client_name, workspace)
+    await _start(client)
     _script_repeated_failures(model_server)
-    await execute(lsp, "clio.prompt", "read missing.py")
-    on_file, _ = await _reminders(lsp, workspace)
+    await execute(client, "clio.prompt", "read missing.py")
+    on_file, _ = await _reminders(client, workspace)
     assert on_file.severity == types.DiagnosticSeverity.Information
     assert on_file.code == "repeated_failure"
     assert on_file.message.startswith("Memory:") and "missing.py" in on_file.message
     assert on_file.range.start.line == 0
     assert on_file.data["kind"] == "reminder"
     assert on_file.data["citedEntries"] and on_file.data["sessionId"].startswith("sess_")
-    reminders = [u for u in lsp.session_updates if u["type"] == "memory_reminder"]
+    reminders = [u for u in client.session_updates if u["type"] == "memory_reminder"]
     assert on_file.data["citedEntries"] == reminders[0]["citedEntries"]
 
 
 async def test_reminder_naming_no_file_sits_on_its_line_of_the_memory_document(
-    lsp: LanguageClient, client_name: str, workspace: Path, model_server
+    client: LanguageClient, workspace: Path, model_server
 ):
-    await _start(lsp, client_name, workspace)
+    await _start(client)
     _script_repeated_failures(model_server)
-    await execute(lsp, "clio.prompt", "run it")
-    _, on_doc = await _reminders(lsp, workspace)
+    await execute(client, "clio.prompt", "run it")
+    _, on_doc = await _reminders(client, workspace)
     assert "No module named foo" in on_doc.message
     doc = workspace / ".clio-coder" / "memory.md"
     line = on_doc.range.start.line
@@ -96,43 +103,50 @@ async def test_reminder_naming_no_file_sits_on_its_line_of_the_memory_document(
 
 
 async def test_hint_severity_and_disabled_diagnostics_follow_the_options(
-    lsp: LanguageClient, client_name: str, workspace: Path, model_server
+    client: LanguageClient, workspace: Path, model_server
 ):
-    await _start(lsp, client_name, workspace, diagnostics={"severity": "hint"})
+    await _start(client, diagnostics={"severity": "hint"})
     _script_repeated_failures(model_server)
-    await execute(lsp, "clio.prompt", "go")
-    on_file, on_doc = await _reminders(lsp, workspace)
+    await execute(client, "clio.prompt", "go")
+    on_file, on_doc = await _reminders(client, workspace)
     assert on_file.severity == on_doc.severity == types.DiagnosticSeverity.Hint
 
-    lsp.workspace_did_change_configuration(
+    client.workspace_did_change_configuration(
         types.DidChangeConfigurationParams(settings={"clio": {"diagnostics": {"enabled": False}}})
     )
-    await execute(lsp, "clio.session.new")  # clears; new reminders must not show
+    await execute(client, "clio.session.new")  # clears; new reminders must not show
     _script_repeated_failures(model_server)
-    await execute(lsp, "clio.prompt", "go again")
-    assert [u for u in lsp.session_updates if u["type"] == "memory_reminder"][2:]
-    assert _memory(lsp, (workspace / "missing.py").as_uri()) == []
+    await execute(client, "clio.prompt", "go again")
+    assert [u for u in client.session_updates if u["type"] == "memory_reminder"][2:]
+    assert _memory(client, (workspace / "missing.py").as_uri()) == []
 
 
-CHANGES = ["clio.session.new", "clio/sessionChanged", "folder removed", "shutdown"]
+CHANGES = ["clio.session.new", "clio/sessionChanged", "folder removed"]
+
+
+async def _reminders_shown(
+    client: LanguageClient, workspace: Path, model_server
+) -> tuple[str, str]:
+    _script_repeated_failures(model_server)
+    await execute(client, "clio.prompt", "go")
+    await _reminders(client, workspace)
+    named = (workspace / "missing.py").as_uri()
+    doc = (workspace / ".clio-coder" / "memory.md").as_uri()
+    return named, doc
 
 
 @pytest.mark.parametrize("change", CHANGES)
 async def test_every_session_change_clears_memory_diagnostics(
-    lsp: LanguageClient, client_name: str, workspace: Path, model_server, change: str
+    client: LanguageClient, workspace: Path, model_server, change: str
 ):
-    await _start(lsp, client_name, workspace, editorSessionId="w1")
-    _script_repeated_failures(model_server)
-    await execute(lsp, "clio.prompt", "go")
-    await _reminders(lsp, workspace)
-    named = (workspace / "missing.py").as_uri()
-    doc = (workspace / ".clio-coder" / "memory.md").as_uri()
+    await _start(client, editorSessionId="w1")
+    named, doc = await _reminders_shown(client, workspace, model_server)
     if change == "clio.session.new":
-        await execute(lsp, "clio.session.new")
+        await execute(client, "clio.session.new")
     elif change == "clio/sessionChanged":
-        lsp.protocol.notify("clio/sessionChanged", {"editorSessionId": "w2"})
-    elif change == "folder removed":
-        lsp.workspace_did_change_workspace_folders(
+        client.protocol.notify("clio/sessionChanged", {"editorSessionId": "w2"})
+    else:
+        client.workspace_did_change_workspace_folders(
             types.DidChangeWorkspaceFoldersParams(
                 event=types.WorkspaceFoldersChangeEvent(
                     added=[],
@@ -140,10 +154,21 @@ async def test_every_session_change_clears_memory_diagnostics(
                 )
             )
         )
-    else:
-        assert await lsp.shutdown_async(None) is None
-        # Everything was published before the shutdown answer.
-        assert _memory(lsp, named) == [] and _memory(lsp, doc) == []
-        return
-    await wait_for(lsp, DIAGNOSTICS, lambda: _memory(lsp, named) == [] and _memory(lsp, doc) == [])
-    assert named in lsp.diagnostics  # an empty publish, not silence
+    await wait_for(
+        client, DIAGNOSTICS, lambda: _memory(client, named) == [] and _memory(client, doc) == []
+    )
+    assert named in client.diagnostics  # an empty publish, not silence
+
+
+@pytest.mark.asyncio(loop_scope="function")
+async def test_shutdown_clears_memory_diagnostics_before_its_answer(
+    lsp: LanguageClient, client_name: str, workspace: Path, model_server
+):
+    """Its own server: ``shutdown`` is the session change here."""
+    await lsp.initialize_session(
+        initialize_params(client_name, workspace, options={"permissionMode": "bypass"})
+    )
+    named, doc = await _reminders_shown(lsp, workspace, model_server)
+    assert await lsp.shutdown_async(None) is None
+    # Everything was published before the shutdown answer.
+    assert _memory(lsp, named) == [] and _memory(lsp, doc) == []
