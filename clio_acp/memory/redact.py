@@ -26,12 +26,22 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from clio_acp.memory.secret_rules import Ruleset, load_ruleset
-from clio_acp.memory.secret_shapes import EXTRA_SHAPES, QUOTED_ASSIGNMENT, TOKEN_KIND, token_spans
+from clio_acp.memory.secret_shapes import (
+    EXTRA_SHAPES,
+    QUOTED_ASSIGNMENT,
+    QUOTED_ASSIGNMENT_GUARDS,
+    QUOTED_ASSIGNMENT_STARTS,
+    TOKEN_KIND,
+    Guard,
+    case_fold,
+    token_spans,
+    word_offsets,
+)
 
 __all__ = [
     "EXTRA_KINDS",
@@ -100,13 +110,19 @@ _ASSIGNMENT = re.compile(
     re.ASCII | re.IGNORECASE,
 )
 
+# Every ``_ASSIGNMENT`` match holds one of these words (any case; ``api[_-]?key`` and
+# ``apikey`` hold ``key``) and a separator.
+_ASSIGNMENT_WORDS = ("key", "secret", "token", "passw", "credential")
+_ASSIGNMENT_GUARDS = (Guard(_ASSIGNMENT_WORDS, case_free=True), Guard((":", "=")))
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
 REDACTION_KINDS: tuple[str, ...] = (
     *dict.fromkeys(kind for kind, _ in _SPEC_SHAPES),
     "assignment",
 )
 """The MEMORY_SPEC §8 marker kinds in application order."""
 
-EXTRA_KINDS: tuple[str, ...] = (*dict.fromkeys(kind for kind, _, _ in EXTRA_SHAPES), TOKEN_KIND)
+EXTRA_KINDS: tuple[str, ...] = (*dict.fromkeys(shape.kind for shape in EXTRA_SHAPES), TOKEN_KIND)
 """Kinds added beyond §8 (``secret_shapes``); the vendored rules add their rule ids."""
 
 _MARKER = re.compile(r"\[redacted:[a-z0-9-]+\]")
@@ -135,53 +151,145 @@ def redact_secrets_text(text: str, tally: RedactionTally | None = None) -> str:
     previous one, so one secret can be counted twice (``API_KEY=sk-…`` → sk-key,
     then assignment). For key/value shapes only the value is replaced. Adds the
     number of replacements to ``tally`` when given. Never raises for a ``str``.
+
+    Speed (``bench/redaction.py``): a pass whose ``Guard`` finds none of the literals
+    every one of its matches holds is skipped, and the vendored rules are chosen by
+    one keyword scan, so text without secret-flavoured words costs a few substring
+    tests and regex scans; neither shortcut changes any output or count.
     """
-    count = 0
-    out = text
-    for kind, pattern in _SPEC_SHAPES:
-        out, n = pattern.subn(f"[redacted:{kind}]", out)
-        count += n
+    out, count = _spec_shapes(text)
     ruleset = load_ruleset()
     candidates = ruleset.candidates(text.lower())
     specific = [rule for rule in candidates if not rule.rule_id.startswith("generic")]
     out, n = _apply_vendored(ruleset, specific, out)
     count += n
-    out, n = _ASSIGNMENT.subn(lambda m: m.group(1) + "[redacted:assignment]", out)
+    out, n = _assignments(out)
     count += n
-    out, n = _redact_quoted_values(out)
+    out, n = _extra_shapes(out)
     count += n
-    lowered = out.lower()
-    for kind, needles, pattern in EXTRA_SHAPES:
-        if not any(needle in lowered for needle in needles):
-            continue
-        out, n = _replace_spans(out, _secret_spans(pattern, out), kind)
-        count += n
     generic = [rule for rule in candidates if rule.rule_id.startswith("generic")]
     out, n = _apply_vendored(ruleset, generic, out)
     count += n
     out, n = _replace_spans(out, token_spans(out), TOKEN_KIND)
     count += n
-    out, n = _RESIDUE.subn(r"\1", out)
-    count += n
+    if "[redacted:" in out or _PLACEHOLDER_LEAD in out:
+        out, n = _RESIDUE.subn(r"\1", out)
+        count += n
     if tally is not None:
         tally.count += count
     return out
 
 
-def _redact_quoted_values(text: str) -> tuple[str, int]:
+def _spec_shapes(text: str) -> tuple[str, int]:
+    """The §8 shapes up to ``jwt``, in order: (text, replacements)."""
     count = 0
+    for kind, pattern in _SPEC_SHAPES:
+        text, n = pattern.subn(f"[redacted:{kind}]", text)
+        count += n
+    return text, count
 
-    def _replace(match: re.Match[str]) -> str:
-        nonlocal count
-        if _MARKER.fullmatch(match.group("secret")):
-            return match.group(0)
-        count += 1
-        start, end = match.span("secret")
-        base = match.start()
-        whole = match.group(0)
-        return whole[: start - base] + "[redacted:assignment]" + whole[end - base :]
 
-    return QUOTED_ASSIGNMENT.sub(_replace, text), count
+def _assignments(text: str) -> tuple[str, int]:
+    """§8 ``assignment`` (key and separator kept), then a quoted value after a
+    secret-flavoured name (``QUOTED_ASSIGNMENT``): (text, replacements)."""
+    count = 0
+    folded = case_fold(text)
+    if all(guard.may_match(text, folded) for guard in _ASSIGNMENT_GUARDS):
+        starts = _assignment_starts(text, folded)
+        text, count = _sub_at(_ASSIGNMENT, text, starts, _assignment_value)
+        folded = case_fold(text) if count else folded
+    if all(guard.may_match(text, folded) for guard in QUOTED_ASSIGNMENT_GUARDS):
+        starts = word_offsets(folded, QUOTED_ASSIGNMENT_STARTS)
+        text, n = _sub_at(QUOTED_ASSIGNMENT, text, starts, _quoted_value)
+        count += n
+    return text, count
+
+
+def _extra_shapes(text: str) -> tuple[str, int]:
+    """``EXTRA_SHAPES`` in order: (text, replacements). Needles are looked up in the
+    text as it was before the first of these passes; guards in the current text."""
+    count = 0
+    lowered = text.lower()
+    folded = case_fold(text)
+    for shape in EXTRA_SHAPES:
+        if not any(needle in lowered for needle in shape.needles):
+            continue
+        if not all(guard.may_match(text, folded) for guard in shape.guards):
+            continue
+        text, n = _replace_spans(text, _secret_spans(shape.pattern, text), shape.kind)
+        if n:
+            count += n
+            folded = case_fold(text)
+    return text, count
+
+
+def _sub_at(
+    pattern: re.Pattern[str],
+    text: str,
+    starts: list[int],
+    replace: Callable[[re.Match[str]], str | None],
+) -> tuple[str, int]:
+    """``pattern.subn(replace, text)`` for a pattern whose matches are never empty
+    and can only start at one of ``starts`` (sorted offsets, extra ones harmless):
+    one anchored ``match`` per start instead of trying every offset, which a
+    case-insensitive pattern does slowly (it cannot skip by first character).
+    ``replace`` returns None to keep a match as it is (not counted)."""
+    pieces: list[str] = []
+    last = count = 0
+    for start in starts:
+        if start < last:
+            continue
+        match = pattern.match(text, start)
+        if match is None:
+            continue
+        replacement = replace(match)
+        pieces.append(text[last:start])
+        pieces.append(match.group(0) if replacement is None else replacement)
+        count += replacement is not None
+        last = match.end()
+    if not pieces:
+        return text, 0
+    pieces.append(text[last:])
+    return "".join(pieces), count
+
+
+def _assignment_value(match: re.Match[str]) -> str:
+    return match.group(1) + "[redacted:assignment]"
+
+
+def _quoted_value(match: re.Match[str]) -> str | None:
+    if _MARKER.fullmatch(match.group("secret")):
+        return None
+    start, end = match.span("secret")
+    base = match.start()
+    whole = match.group(0)
+    return whole[: start - base] + "[redacted:assignment]" + whole[end - base :]
+
+
+def _assignment_starts(text: str, folded: str) -> list[int]:
+    """Offsets where an ``_ASSIGNMENT`` match can start (a superset, sorted).
+
+    A match is ``\\b``, name characters, a secret word, …; so it starts in the run
+    of name characters that holds a secret word, at or before the word, on a word
+    boundary: at the run's start, or beside a ``-`` (the one name character that is
+    not a word character). Runs are walked once, however many words they hold.
+    """
+    starts: set[int] = set()
+    prev_at = prev_begin = -1
+    for at in word_offsets(folded, _ASSIGNMENT_WORDS):
+        begin = at
+        while begin > 0 and text[begin - 1] in _NAME_CHARS:
+            begin -= 1
+            if begin == prev_at:
+                begin = prev_begin
+                break
+        starts.add(begin)
+        dash = text.find("-", max(begin, prev_at), at + 1)
+        while dash >= 0:
+            starts.update((dash, dash + 1))
+            dash = text.find("-", dash + 1, at + 1)
+        prev_at, prev_begin = at, begin
+    return sorted(starts)
 
 
 def _secret_spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int]]:

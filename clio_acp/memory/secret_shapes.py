@@ -12,10 +12,71 @@ Pure: no I/O, nothing imported from above ``clio_acp.memory``.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from clio_acp.memory.secret_rules import shannon_entropy
 
-__all__ = ["EXTRA_SHAPES", "QUOTED_ASSIGNMENT", "TOKEN_KIND", "token_spans"]
+__all__ = [
+    "EXTRA_SHAPES",
+    "QUOTED_ASSIGNMENT",
+    "QUOTED_ASSIGNMENT_GUARDS",
+    "QUOTED_ASSIGNMENT_STARTS",
+    "TOKEN_KIND",
+    "ExtraShape",
+    "Guard",
+    "case_fold",
+    "token_spans",
+    "word_offsets",
+]
+
+
+# The non-ASCII characters a case-insensitive ``re`` pattern matches for an ASCII
+# letter (CPython 3.11; ``tests/memory/test_redact_guards.py`` checks every code point).
+_FOLD_TO_ASCII = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
+def case_fold(text: str) -> str:
+    """``text`` lowercased, with ``İ ı ſ K`` (Kelvin sign) folded to ``i i s k``: the
+    same length as ``text`` (U+0130 is the one character ``str.lower`` lengthens), and
+    wherever a ``(?i)`` pattern matches an ASCII word in ``text``, that word lowercased
+    occurs at the same offset here."""
+    if text.isascii():
+        return text.lower()
+    return text.translate(_FOLD_TO_ASCII).lower()
+
+
+def word_offsets(folded: str, words: tuple[str, ...]) -> list[int]:
+    """Sorted offsets of ``folded`` at which one of ``words`` starts (overlaps included)."""
+    offsets: set[int] = set()
+    for word in words:
+        at = folded.find(word)
+        while at >= 0:
+            offsets.add(at)
+            at = folded.find(word, at + 1)
+    return sorted(offsets)
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Literals of which one occurs in every text a pattern matches: a necessary
+    condition, so a pass whose guard finds none of them can be skipped without
+    changing any result (``tests/memory/test_redact_guards.py`` checks each guard
+    against its pattern). Cheap: a few substring tests instead of a regex pass.
+
+    ``case_free`` words (lowercase) stand for a case-insensitive pattern and are
+    looked up in ``case_fold(text)``.
+    """
+
+    words: tuple[str, ...]
+    case_free: bool = False
+
+    def may_match(self, text: str, folded: str) -> bool:
+        """False only when the guarded pattern cannot match ``text`` (``folded`` is
+        ``case_fold(text)``)."""
+        subject = folded if self.case_free else text
+        return any(word in subject for word in self.words)
+
 
 _TOKEN_CHARS = r"[A-Za-z0-9._~+/-]"
 # Secret-flavoured names beyond §8's words, as config files and shells spell them
@@ -33,12 +94,49 @@ QUOTED_ASSIGNMENT = re.compile(
     r"(?i)" + _SECRET_NAME + r"[\"']?\s*(?::=|=>|[:=])\s*(?P<q>[\"'])"
     r"(?P<secret>(?:(?!(?P=q))[^\n\\\ue000]|\\.){8,256})(?P=q)"
 )
+# Every ``QUOTED_ASSIGNMENT`` match starts where one of these words does (any case)…
+QUOTED_ASSIGNMENT_STARTS = (
+    "api",
+    "secret",
+    "token",
+    "pass",
+    "pwd",
+    "credential",
+    "auth",
+    "private",
+    "access",
+)
+# … and holds a word of ``_SECRET_NAME``, a separator and a quote.
+QUOTED_ASSIGNMENT_GUARDS = (
+    Guard(("key", "secret", "token", "pass", "pwd", "credential", "auth"), case_free=True),
+    Guard((":", "=")),
+    Guard(("'", '"')),
+)
 
-# Shapes this module adds after ``assignment``: (kind, lowercase needles of which one
-# must occur for the pattern to run, pattern). Group ``secret`` is replaced; spans
-# inside an existing marker are skipped.
-EXTRA_SHAPES: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
-    (
+
+class ExtraShape(NamedTuple):
+    """One shape of this module: ``[redacted:<kind>]`` replaces group ``secret``.
+
+    ``needles`` (lowercase) gate the pattern: it runs only when one of them occurs
+    in the lowercased text. ``guards`` are pure speed: each must find one of its
+    words in the text, which every match guarantees (``Guard``).
+    """
+
+    kind: str
+    needles: tuple[str, ...]
+    pattern: re.Pattern[str]
+    guards: tuple[Guard, ...] = ()
+
+
+_CONNECTION_KEYS = r"(?:AccountKey|SharedAccessKey|SharedAccessSignature|Password|Pwd)"
+_ENV_SECRET_WORDS = (
+    "PWD|PASS|PASSWD|PASSWORD|PASSPHRASE|AUTH|KEY|SECRET|TOKEN|CREDENTIALS?|SIG|SAS|PRIVATE"
+)
+
+# Shapes this module adds after ``assignment``, in order. Spans inside an existing
+# marker are skipped.
+EXTRA_SHAPES: tuple[ExtraShape, ...] = (
+    ExtraShape(
         "auth-header",
         ("authorization",),
         re.compile(
@@ -48,7 +146,7 @@ EXTRA_SHAPES: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
             rf"(?P<secret>{_TOKEN_CHARS}{{6,}}=*)"
         ),
     ),
-    (
+    ExtraShape(
         "auth-header",
         ("bearer", "basic"),
         # A bare scheme and credentials: at least 16 characters, or 8 with a digit,
@@ -58,7 +156,7 @@ EXTRA_SHAPES: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
             rf"{_TOKEN_CHARS}{{8,}}=*|{_TOKEN_CHARS}{{16,}}=*)"
         ),
     ),
-    (
+    ExtraShape(
         "url-credentials",
         ("://",),
         re.compile(
@@ -66,7 +164,7 @@ EXTRA_SHAPES: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
             r"(?P<secret>[^\s/?#@\"'<>]{3,256})@"
         ),
     ),
-    (
+    ExtraShape(
         "url-query-secret",
         ("=",),
         re.compile(
@@ -75,44 +173,68 @@ EXTRA_SHAPES: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
             r"=(?P<secret>[^&\s#\"'<>]{8,})"
         ),
     ),
-    (
+    ExtraShape(
         "connection-string",
         ("=",),
-        re.compile(
-            r"(?i)\b(?:AccountKey|SharedAccessKey|SharedAccessSignature|Password|Pwd)"
-            r"\s*=\s*(?P<secret>[^;\s\"'<>]{6,})"
-        ),
+        re.compile(r"(?i)\b" + _CONNECTION_KEYS + r"\s*=\s*(?P<secret>[^;\s\"'<>]{6,})"),
+        (Guard(("accountkey", "sharedaccess", "password", "pwd"), case_free=True),),
     ),
-    (
+    ExtraShape(
         "env-assignment",
         ("=", ":"),
         # An upper-case variable named like a secret (MYSQL_PWD, REDIS_PASS,
         # STRIPE_KEY, DOCKER_AUTH …); not a ``$VAR`` reference.
         re.compile(
-            r"\b[A-Z][A-Z0-9_]*(?:PWD|PASS|PASSWD|PASSWORD|PASSPHRASE|AUTH|KEY|SECRET"
-            r"|TOKEN|CREDENTIALS?|SIG|SAS|PRIVATE)[\"']?\s*[:=]\s*[\"']?"
+            r"\b[A-Z][A-Z0-9_]*(?:" + _ENV_SECRET_WORDS + r")[\"']?\s*[:=]\s*[\"']?"
             r"(?![$])(?P<secret>[^\s\"'`;,&|<>]{6,})"
         ),
+        (
+            Guard(
+                (
+                    "PWD",
+                    "PASS",
+                    "AUTH",
+                    "KEY",
+                    "SECRET",
+                    "TOKEN",
+                    "CREDENTIAL",
+                    "SIG",
+                    "SAS",
+                    "PRIVATE",
+                )
+            ),
+        ),
     ),
-    (
+    ExtraShape(
         "docker-auth",
         ('"auth"', 'token"'),
         re.compile(
             r"\"(?:auth|identitytoken|registrytoken)\"\s*:\s*\"(?P<secret>[A-Za-z0-9+/=_.-]{8,})\""
         ),
     ),
-    ("netrc-password", ("password",), re.compile(r"\blogin\s+\S+\s+password\s+(?P<secret>\S{3,})")),
-    (
+    ExtraShape(
+        "netrc-password",
+        ("password",),
+        re.compile(r"\blogin\s+\S+\s+password\s+(?P<secret>\S{3,})"),
+        (Guard(("login",)),),
+    ),
+    ExtraShape(
         "discord-webhook",
         ("webhooks/",),
         re.compile(r"discord(?:app)?\.com/api/webhooks/\d+/(?P<secret>[A-Za-z0-9_-]{20,})"),
     ),
     # Well-known prefixes the vendored rules do not cover.
-    ("stripe-webhook-secret", ("whsec_",), re.compile(r"(?P<secret>whsec_[A-Za-z0-9+/=]{20,})")),
-    ("google-oauth-token", ("ya29.",), re.compile(r"(?P<secret>ya29\.[A-Za-z0-9_-]{20,})")),
-    ("google-oauth-token", ("1//0",), re.compile(r"(?P<secret>1//0[A-Za-z0-9_-]{30,})")),
-    ("google-client-secret", ("gocspx-",), re.compile(r"(?P<secret>GOCSPX-[A-Za-z0-9_-]{20,})")),
-    (
+    ExtraShape(
+        "stripe-webhook-secret", ("whsec_",), re.compile(r"(?P<secret>whsec_[A-Za-z0-9+/=]{20,})")
+    ),
+    ExtraShape(
+        "google-oauth-token", ("ya29.",), re.compile(r"(?P<secret>ya29\.[A-Za-z0-9_-]{20,})")
+    ),
+    ExtraShape("google-oauth-token", ("1//0",), re.compile(r"(?P<secret>1//0[A-Za-z0-9_-]{30,})")),
+    ExtraShape(
+        "google-client-secret", ("gocspx-",), re.compile(r"(?P<secret>GOCSPX-[A-Za-z0-9_-]{20,})")
+    ),
+    ExtraShape(
         "telegram-bot-token",
         (":aa",),
         re.compile(r"(?<![0-9])(?P<secret>[0-9]{8,10}:AA[A-Za-z0-9_-]{33})(?![A-Za-z0-9_-])"),
@@ -125,6 +247,9 @@ TOKEN_KIND = "high-entropy-token"
 _TOKEN = re.compile(
     r"(?<![A-Za-z0-9_+/=.-])[A-Za-z0-9][A-Za-z0-9_+/-]{23,}={0,3}(?![A-Za-z0-9_+/=.-])"
 )
+# Both shapes below need 24 token characters in a row (a 24+ token; a prefix and 32
+# hex): a text without such a run is skipped in one scan.
+_LONG_RUN = re.compile(r"[A-Za-z0-9_+/-]{24}")
 # Word-like runs: an identifier (``JSONReaderUTF16VectorTest``, ``GetSlowCompTauX20``)
 # is mostly made of them, a random token is not.
 _WORDISH = re.compile(r"[a-z]{4,}|[A-Z]{4,}")
@@ -172,6 +297,8 @@ def token_spans(text: str) -> list[tuple[int, int]]:
     Catches the long tail of provider tokens no rule names (``gsk_…``, ``figd_…``,
     ``dckr_pat_…``) at the price of also hiding other random identifiers (request
     ids); identifiers made of words, paths, hashes and UUIDs stay."""
+    if not _LONG_RUN.search(text):
+        return []
     spans = [m.span() for m in _TOKEN.finditer(text) if _looks_random(m.group())]
     for match in _PREFIXED_HEX.finditer(text):
         prefix = match.group("prefix").rstrip("_-").split("_")[0].split("-")[0]

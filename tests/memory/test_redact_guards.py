@@ -1,0 +1,154 @@
+"""The redaction engine's shortcuts change no result: guards are necessary conditions,
+anchored matching equals a full scan, and the case fold covers every code point."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clio_acp.memory import redact
+from clio_acp.memory.secret_shapes import (
+    _FOLD_TO_ASCII,
+    _LONG_RUN,
+    _TOKEN,
+    EXTRA_SHAPES,
+    QUOTED_ASSIGNMENT,
+    QUOTED_ASSIGNMENT_GUARDS,
+    QUOTED_ASSIGNMENT_STARTS,
+    case_fold,
+    word_offsets,
+)
+
+_WORDS = [
+    "api_key", "api-key", "apikey", "secret", "token", "passwd", "password", "pwd", "pass",
+    "passphrase", "credential", "credentials", "auth", "private_key", "access-key", "login",
+    "AccountKey", "SharedAccessKey", "Pwd", "MYSQL_PWD", "REDIS_PASS", "STRIPE_KEY", "sig",
+]  # fmt: skip
+# Non-ASCII letters a case-insensitive pattern reads as ASCII (and one it does not).
+_ODD_CASE = {"s": "\u017f", "k": "\u212a", "i": "\u0131", "I": "\u0130", "a": "\u00e4"}
+
+
+@st.composite
+def _word(draw: st.DrawFn) -> str:
+    word = draw(st.sampled_from(_WORDS))
+    out = []
+    for char in word:
+        choice = draw(st.integers(0, 5))
+        if choice == 0:
+            out.append(char.swapcase())
+        elif choice == 1 and char in _ODD_CASE:
+            out.append(_ODD_CASE[char])
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+@st.composite
+def _assignment_like(draw: st.DrawFn) -> str:
+    """``[-]name[_x] ["'] sep ["'] value["']``: mostly near-misses of the shapes."""
+    name = draw(st.sampled_from(["", "-", "x-", "db_", "--", "a-b-"])) + draw(_word())
+    name += draw(st.sampled_from(["", "_x", "-1", ".v", "ʼ"]))
+    quote = draw(st.sampled_from(["", '"', "'"]))
+    sep = draw(st.sampled_from(["=", ":", "::", ":=", "=>", " = ", ":\n", " "]))
+    value = draw(
+        st.sampled_from(["abcdefgh12", "abc", "frozenset({", "get_x()", "$HOME", "[redacted:jwt]"])
+    )
+    close = draw(st.sampled_from(["", quote, '"', "'"]))
+    return name + quote + sep + quote + value + close
+
+
+_PIECES = st.one_of(
+    _assignment_like(),
+    _word(),
+    st.sampled_from(["=", ":", '"', "'", "-", "_", "(", " ", "\n", "$"]),
+    st.text(alphabet="abcXYZ019_-./+", min_size=1, max_size=12),
+    st.text(max_size=3),
+)
+_TEXTS = st.lists(_PIECES, max_size=12).map("".join)
+
+
+def _old_quoted(text: str) -> tuple[str, int]:
+    count = 0
+
+    def _replace(match: re.Match[str]) -> str:
+        nonlocal count
+        kept = redact._quoted_value(match)
+        count += kept is not None
+        return match.group(0) if kept is None else kept
+
+    return QUOTED_ASSIGNMENT.sub(_replace, text), count
+
+
+@settings(max_examples=600, deadline=None)
+@given(_TEXTS)
+def test_anchored_assignment_passes_equal_a_full_scan(text: str) -> None:
+    folded = case_fold(text)
+    starts = redact._assignment_starts(text, folded)
+    full = redact._ASSIGNMENT.subn(redact._assignment_value, text)
+    assert redact._sub_at(redact._ASSIGNMENT, text, starts, redact._assignment_value) == full
+    starts = word_offsets(folded, QUOTED_ASSIGNMENT_STARTS)
+    anchored = redact._sub_at(QUOTED_ASSIGNMENT, text, starts, redact._quoted_value)
+    assert anchored == _old_quoted(text)
+
+
+def _assert_guards_admit(text: str) -> None:
+    folded = case_fold(text)
+    guarded = [
+        (redact._ASSIGNMENT, redact._ASSIGNMENT_GUARDS),
+        (QUOTED_ASSIGNMENT, QUOTED_ASSIGNMENT_GUARDS),
+        *((shape.pattern, shape.guards) for shape in EXTRA_SHAPES),
+    ]
+    for pattern, guards in guarded:
+        if pattern.search(text):
+            assert all(guard.may_match(text, folded) for guard in guards), pattern.pattern
+    if _TOKEN.search(text):
+        assert _LONG_RUN.search(text)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_TEXTS)
+def test_a_guard_never_skips_a_pass_that_would_match(text: str) -> None:
+    _assert_guards_admit(text)
+
+
+# One guarded shape per text, so no other word lets its guard pass.
+_ONE_SHAPE_EACH = [
+    *(f"{key}=abcdefgh" for key in ("Pwd", "AccountKey", "SharedAccessSignature", "Password")),
+    *(
+        f"X_{word}=abcdefgh"
+        for word in ("PWD", "PASSPHRASE", "AUTH", "KEY", "SECRET", "SIG", "SAS")
+    ),
+    *(f"X_{word}=abcdefgh" for word in ("TOKEN", "CREDENTIALS", "PRIVATE")),
+    *(f"{name}: 'abcdefgh12'" for name in ("auth", "pass", "pwd", "private_key", "access-key")),
+    *(f"{name}: 'abcdefgh12'" for name in ("apikey", "credential", "secret", "token")),
+    *(f"a-{word}=abcdefgh12" for word in ("api_key", "SECRET", "Token", "passwd", "credential")),
+    "login me password hunter2",
+    "x" * 23 + " " + "aB3dE5fG7hJ9kL1mN3pQ5rS7",
+]
+
+
+@pytest.mark.parametrize("text", _ONE_SHAPE_EACH)
+def test_each_guard_admits_its_shape_alone(text: str) -> None:
+    assert redact.redact_secrets_text(text) != text
+    _assert_guards_admit(text)
+
+
+def test_case_fold_covers_every_character_a_case_insensitive_pattern_reads_as_ascii() -> None:
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    folds = {chr(k): v for k, v in _FOLD_TO_ASCII.items()}
+    for ascii_char in map(chr, range(128)):
+        matched = set(re.findall("(?i)" + re.escape(ascii_char), every))
+        odd = {c for c in matched if not c.isascii()}
+        assert odd == {c for c, folded in folds.items() if folded == ascii_char.lower()}
+    assert len(case_fold(every)) == len(every)
+    assert case_fold("\u0130\u0131\u017f\u212aAb") == "iiskab"
+
+
+def test_redaction_of_odd_case_letters_is_unchanged() -> None:
+    assert redact.redact_secrets_text("pa\u017f\u017fword = 'abcdefgh12'") == (
+        "pa\u017f\u017fword = '[redacted:assignment]'"
+    )
+    assert redact.redact_secrets_text("\u212aEY=abcdefghij") == "\u212aEY=abcdefghij"
