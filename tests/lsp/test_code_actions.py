@@ -3,7 +3,9 @@
 (or message) and never by range, and one source action listing every pending proposal.
 
 Proposals are real unapproved records in ``<data>/memory/records.json`` (the durable
-store), written before the server starts.
+store). The tests share one server per module (``shared_client``), so the records are
+written after it started; the one test with its own server (an old client's
+capabilities) writes them before it starts.
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ from clio_acp.paths import resolve_paths
 from clio_acp.timestamps import format_timestamp
 from tests.lsp.conftest import DIAGNOSTICS, execute, initialize_params, raw_request, wait_for
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def client(shared_client: LanguageClient) -> LanguageClient:
+    return shared_client
+
 
 PENDING = "mem-00000000000000a1"
 OTHER = "mem-00000000000000a2"
@@ -45,13 +53,23 @@ def _record(record_id: str, lesson: str, approved: bool = False) -> MemoryRecord
     )
 
 
-@pytest.fixture
-def store(isolated_dirs) -> MemoryStore:
+def _write_records() -> MemoryStore:
     store = MemoryStore(resolve_paths().records_file)
     store.add_if_absent(_record(PENDING, "Run the tests with uv run pytest, not python -m."))
     store.add_if_absent(_record(OTHER, "The fixtures live in tests/data."))
     store.add_if_absent(_record(APPROVED, "Already approved lesson.", approved=True))
     return store
+
+
+@pytest.fixture
+def store(client: LanguageClient) -> MemoryStore:
+    """The records, once the shared server is this test's (it starts with none)."""
+    return _write_records()
+
+
+@pytest.fixture
+def store_before_start(isolated_dirs) -> MemoryStore:
+    return _write_records()
 
 
 def _doc_uri(workspace: Path) -> str:
@@ -140,9 +158,11 @@ async def test_quick_fixes_approve_a_proposal_matched_by_data_not_range(
     assert remaining[0].data["proposalId"] == OTHER
 
 
+@pytest.mark.asyncio(loop_scope="function")
 async def test_quick_fixes_found_by_message_when_the_client_drops_data(
-    store, lsp: LanguageClient, workspace: Path
+    store_before_start, lsp: LanguageClient, workspace: Path
 ):
+    """Its own server: initialized with an old Neovim's capabilities."""
     capabilities = client_capabilities("neovim@v0.7.0")
     await lsp.initialize_session(initialize_params("neovim", workspace, capabilities=capabilities))
     diagnostics = await _proposal_diagnostics(lsp, workspace, 2)
@@ -153,7 +173,7 @@ async def test_quick_fixes_found_by_message_when_the_client_drops_data(
     await lsp.workspace_execute_command_async(
         types.ExecuteCommandParams(command="clio.memory.reject", arguments=[OTHER])
     )
-    assert store.get(OTHER).status == "rejected"
+    assert store_before_start.get(OTHER).status == "rejected"
 
 
 async def test_source_action_lists_every_pending_proposal(
