@@ -566,7 +566,15 @@ def classify_exit(command: str, exit_code: int | None) -> ExitVerdict:
 
     0 is ``ok``; the table in ``EXIT_CODE_TABLE`` marks informative answers; any
     other non-zero (and ``None``, an unknown or timed-out exit) is ``error``. Only
-    the last simple command decides, since it sets the line's exit status."""
+    the last simple command decides, since it sets the line's exit status. The
+    verdict (frozen) is memoised per (command, exit code) with the code's type."""
+    try:
+        return _classify_exit_memo(command, exit_code)
+    except TypeError:  # an unhashable exit code: never memoised
+        return _classify_exit(command, exit_code)
+
+
+def _classify_exit(command: str, exit_code: int | None) -> ExitVerdict:
     if exit_code == 0:
         return ExitVerdict("ok")
     if exit_code is None:
@@ -591,6 +599,10 @@ def classify_exit(command: str, exit_code: int | None) -> ExitVerdict:
         if exit_code & ~_PYLINT_MESSAGE_BITS == 0:
             return ExitVerdict("informative", f"pylint exit {exit_code}: messages emitted")
     return ExitVerdict("error", f"exit code {exit_code}")
+
+
+_classify_exit_memo = lru_cache(maxsize=MEMO_ENTRIES, typed=True)(_classify_exit)
+_MEMOISED.append(_classify_exit_memo)
 
 
 # -- §12.1 state-changing calls -----------------------------------------------------------
@@ -900,9 +912,10 @@ def typed_command(tool_name: str, args: Any, limit: int = 80) -> str:
             None,
         )
         command = f"{tool_name} {path}" if isinstance(path, str) else tool_name
-    lines = [ln for ln in command.strip().splitlines() if ln.strip()]
-    text = collapse(lines[0] if lines else command)
-    if len(lines) > 1:
+    lines = (ln for ln in command.strip().splitlines() if ln.strip())
+    first = next(lines, None)  # only the first non-blank line and whether one follows
+    text = collapse(command if first is None else first)
+    if next(lines, None) is not None:
         text += " …"
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 

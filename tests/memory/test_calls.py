@@ -468,3 +468,24 @@ def test_collapse_equals_the_whitespace_regex(text):
 def test_collapse_agrees_with_the_regex_on_every_code_point():
     every = "".join(map(chr, range(0x3000 + 1)))
     assert _calls.collapse(every) == _calls._WS.sub(" ", every).strip()
+
+
+@given(
+    st.lists(
+        _SHELL_PIECES | st.sampled_from(["grep", "git", "diff", "pylint", "test"]), max_size=6
+    ),
+    st.sampled_from([0, 1, 2, 16, 33, None, True, 1.0, -1]),
+)
+def test_memoised_exit_verdict_equals_the_definition_types_included(words, code):
+    def outcome(func, *args):
+        try:
+            return func(*args)
+        except TypeError as exc:  # pylint with a float code fails alike both ways
+            return type(exc)
+
+    command = " ".join(words)
+    expected = outcome(_calls._classify_exit, command, code)
+    assert outcome(_calls.classify_exit, command, code) == expected
+    assert outcome(_calls.classify_exit, command, code) == expected  # the memoised answer
+    if code is True:
+        assert _calls.classify_exit(command, 1) == _calls._classify_exit(command, 1)
