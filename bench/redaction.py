@@ -1,76 +1,161 @@
-"""Redaction cost (issue 17): the full redactor (MEMORY_SPEC §8 shapes + vendored
-gitleaks rules + extra shapes) on the texts memory redacts, against two baselines in
-the same run: the §8 shapes alone (what the redactor was before) and the vendored
-rules run without gitleaks' keyword prefilter (what the prefilter saves).
+"""Redaction cost (issues 17, 18): the redactor against the matching engine it replaced,
+in the same run and on the same texts.
 
     python bench/redaction.py [--runs 7] [--json]
 
-Inputs: a one-line tool digest (~90 chars), a full bank entry (1,200 chars), a trace
-string (8,000 chars) and a 53 KB Python file (this repository's middleware sources).
-Prints the median milliseconds per call and the ratios.
+``reference`` below is the engine before issue 18, kept here only: the same patterns
+in the same order, but ~240 ``keyword in text`` tests to pick the vendored rules and
+every pass run over the whole text. The redactor must give the same output; each row
+says whether it did (``same``).
+
+Texts (each class at hot-path size, ~160 chars like a status line or digest, and at
+~1 KB): ``clean`` holds no vendored-rule keyword and no secret shape; ``keywords``
+holds secret-flavoured words (token, password, api key, auth …) but no secret;
+``secrets`` holds the synthetic secrets of ``tests/data/secrets/corpus.json``. Then
+the older rows: a one-line digest, a 1,200-char bank entry, an 8,000-char trace
+string and a 53 KB source file (this repository's memory package).
+
+Figures: median CPU µs per KB of text (``time.process_time``, so the other processes
+of a shared machine count less) for the redactor and the reference, and their ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from clio_acp.memory import redact
-from clio_acp.memory.secret_rules import load_ruleset
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from clio_acp.memory import redact, secret_shapes  # noqa: E402
+from clio_acp.memory.secret_rules import load_ruleset  # noqa: E402
+
+CLEAN_LINES = (
+    "collected 48 items",
+    "src/parser/lexer.py:118: error: Incompatible return value (got int, expected str)",
+    "FAILED tests/unit/test_lexer.py::test_round_trip - AssertionError: 3 != 4",
+    "Ran 12 commands, 3 files changed; build took 1.4 min on 2 cores",
+    "warning: unused variable `width` in fn render_row at src/table.rs:77:9",
+    "make[2]: Leaving directory '/home/dev/project/build/src'",
+    "exit code 2: grep found no match in docs/ for the pattern 'frobnicate'",
+)
+KEYWORD_LINES = (
+    "the api key was missing from the environment, token refresh failed at line 42",
+    "password: str = field(default='', repr=False)  # filled in by the login form",
+    "def get_secret(name: str) -> str: return vault.read(name)",
+    "auth header missing; access denied for user alice (credentials expired)",
+    "AWS_SECRET_ACCESS_KEY is not set; export it or use a profile",
+    "TOKEN_TTL = 3600  # seconds an access token lives",
+)
 
 
-def _inputs() -> dict[str, str]:
+def _fill(lines: tuple[str, ...], size: int) -> str:
+    text = ""
+    while len(text) < size:
+        text += lines[len(text) % len(lines)] + "\n"
+    return text[:size]
+
+
+def _secrets(size: int) -> str:
+    rows = json.loads((ROOT / "tests/data/secrets/corpus.json").read_text("utf-8"))["formats"]
+    return "\n".join(row["text"] for row in rows)[:size]
+
+
+def inputs() -> dict[str, str]:
+    """Named texts; the clean and keyword texts are checked to be what they claim."""
     sources = "".join(
         p.read_text(encoding="utf-8") for p in sorted((ROOT / "clio_acp/memory").glob("*.py"))
-    )[:53_000]
-    digest = (
-        "pytest failed: AssertionError in test_token_refresh at line 42, the api key was missing"
     )
     entry = (
         "The API client reads API_KEY=super-secret-value-123 from .env; run pytest -x "
         "tests/test_auth.py after editing src/auth/token.py. "
     ) * 20
-    return {
-        "digest": digest,
+    texts = {
+        "clean 160": _fill(CLEAN_LINES, 160),
+        "clean 1 KB": _fill(CLEAN_LINES, 1024),
+        "keywords 160": _fill(KEYWORD_LINES, 160),
+        "keywords 1 KB": _fill(KEYWORD_LINES, 1024),
+        "secrets 160": _secrets(160),
+        "secrets 1 KB": _secrets(1024),
+        "digest": "pytest failed: AssertionError in test_token_refresh at line 42, "
+        "the api key was missing",
         "bank entry": entry[:1200],
         "trace string": (entry * 7)[:8000],
-        "53 KB source": sources,
+        "53 KB source": sources[:53_000],
     }
-
-
-def _spec_only(text: str) -> str:
-    for kind, pattern in redact._SPEC_SHAPES:
-        text = pattern.sub(f"[redacted:{kind}]", text)
-    return redact._ASSIGNMENT.sub(lambda m: m.group(1) + "[redacted:assignment]", text)
-
-
-def _vendored_without_prefilter(text: str) -> str:
     ruleset = load_ruleset()
-    for rule in ruleset.rules:
-        if rule.pattern is not None:
-            for _span in ruleset.secret_spans(rule, text):
-                pass
-    return text
+    for name in ("clean 160", "clean 1 KB"):
+        assert not ruleset.candidates(texts[name].lower()), name
+    for name in ("clean 160", "clean 1 KB", "keywords 160", "keywords 1 KB"):
+        assert redact.redact_secrets_text(texts[name]) == texts[name], name
+    return texts
 
 
-def _median_ms(fn, text: str, runs: int) -> float:
+def reference(text: str) -> tuple[str, int]:
+    """The engine before issue 18 (same patterns and order): (text, replacements)."""
+    count = 0
+    out = text
+    for kind, pattern in redact._SPEC_SHAPES:
+        out, n = pattern.subn(f"[redacted:{kind}]", out)
+        count += n
+    ruleset = load_ruleset()
+    lowered = text.lower()
+    candidates = [r for r in ruleset.rules if any(k in lowered for k in r.keywords)]
+    specific = [rule for rule in candidates if not rule.rule_id.startswith("generic")]
+    out, n = redact._apply_vendored(ruleset, specific, out)
+    count += n
+    out, n = redact._ASSIGNMENT.subn(redact._assignment_value, out)
+    count += n
+    out, n = _reference_quoted(out)
+    count += n
+    lowered = out.lower()
+    for shape in secret_shapes.EXTRA_SHAPES:
+        if any(needle in lowered for needle in shape.needles):
+            spans = redact._secret_spans(shape.pattern, out)
+            out, n = redact._replace_spans(out, spans, shape.kind)
+            count += n
+    generic = [rule for rule in candidates if rule.rule_id.startswith("generic")]
+    out, n = redact._apply_vendored(ruleset, generic, out)
+    count += n
+    out, n = redact._replace_spans(out, secret_shapes._scan_tokens(out), secret_shapes.TOKEN_KIND)
+    count += n
+    out, n = redact._RESIDUE.subn(r"\1", out)
+    return out, count + n
+
+
+def _reference_quoted(text: str) -> tuple[str, int]:
+    count = 0
+
+    def _replace(match):
+        nonlocal count
+        value = redact._quoted_value(match)
+        count += value is not None
+        return match.group(0) if value is None else value
+
+    return secret_shapes.QUOTED_ASSIGNMENT.sub(_replace, text), count
+
+
+def redactor(text: str) -> tuple[str, int]:
+    tally = redact.RedactionTally()
+    return redact.redact_secrets_text(text, tally), tally.count
+
+
+def _median_us_per_kb(fn: Callable[[str], object], text: str, runs: int) -> float:
     fn(text)  # warm: lazy compiles
-    reps = max(1, int(20_000 / max(len(text), 100)))
+    reps = max(1, int(40_000 / max(len(text), 100)))
     samples = []
     for _ in range(runs):
-        started = time.perf_counter()
+        started = time.process_time()
         for _ in range(reps):
             fn(text)
-        samples.append((time.perf_counter() - started) / reps * 1000)
-    return statistics.median(samples)
+        samples.append((time.process_time() - started) / reps * 1e6)
+    return statistics.median(samples) / max(len(text), 1) * 1024
 
 
 def main() -> int:
@@ -79,23 +164,27 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = {}
-    for name, text in _inputs().items():
-        full = _median_ms(redact.redact_secrets_text, text, args.runs)
-        spec = _median_ms(_spec_only, text, args.runs)
-        unfiltered = _median_ms(_vendored_without_prefilter, text, max(3, args.runs // 2))
+    for name, text in inputs().items():
+        fast = _median_us_per_kb(redactor, text, args.runs)
+        slow = _median_us_per_kb(reference, text, args.runs)
         rows[name] = {
             "chars": len(text),
-            "fullMs": round(full, 3),
-            "specOnlyMs": round(spec, 3),
-            "vendoredNoPrefilterMs": round(unfiltered, 3),
-            "fullVsSpecOnly": round(full / spec, 1),
-            "noPrefilterVsFull": round(unfiltered / full, 1),
+            "usPerKB": round(fast, 1),
+            "referenceUsPerKB": round(slow, 1),
+            "speedup": round(slow / fast, 1),
+            "same": redactor(text) == reference(text),
         }
+    load = os.getloadavg()[0]
     if args.json:
-        print(json.dumps(rows))
-    else:
-        for name, row in rows.items():
-            print(f"{name:14} {json.dumps(row)}")
+        print(json.dumps({"loadAverage1m": round(load, 2), "rows": rows}))
+        return 0
+    print(f"median of {args.runs} runs, CPU µs per KB; load average {load:.2f}")
+    print(f"{'text':14} {'chars':>6} {'redactor':>9} {'reference':>10} {'speedup':>8}  same")
+    for name, row in rows.items():
+        print(
+            f"{name:14} {row['chars']:>6} {row['usPerKB']:>9} {row['referenceUsPerKB']:>10}"
+            f" {row['speedup']:>7}x  {row['same']}"
+        )
     return 0
 
 

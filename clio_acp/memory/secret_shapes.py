@@ -297,8 +297,10 @@ def token_spans(text: str) -> list[tuple[int, int]]:
     Catches the long tail of provider tokens no rule names (``gsk_…``, ``figd_…``,
     ``dckr_pat_…``) at the price of also hiding other random identifiers (request
     ids); identifiers made of words, paths, hashes and UUIDs stay."""
-    if not _LONG_RUN.search(text):
-        return []
+    return _scan_tokens(text) if _LONG_RUN.search(text) else []
+
+
+def _scan_tokens(text: str) -> list[tuple[int, int]]:
     spans = [m.span() for m in _TOKEN.finditer(text) if _looks_random(m.group())]
     for match in _PREFIXED_HEX.finditer(text):
         prefix = match.group("prefix").rstrip("_-").split("_")[0].split("-")[0]
