@@ -1,11 +1,11 @@
 """What the memory model reads: the system prompt and the user prompt (MEMORY_SPEC §3).
 
 Owns the policy system prompt (our own paraphrase of §3, with its two worked
-examples), the three-section user prompt, and the trajectory rendering that keeps
-the trajectory JSON within 4000 chars by dropping the oldest whole steps and, for a
-single oversized step, trimming its ``resultDigest`` — the output is always valid
-JSON (bug class §11.2). Pure string building: it must not call a model, touch a
-bank beyond ``render`` or do I/O. Status never reaches these prompts (§1 "Status
+examples), the three-section user prompt (bank last, §14.4), and the trajectory
+rendering that keeps the trajectory JSON within 4000 chars by dropping the oldest
+whole steps and, for a single oversized step, trimming its ``resultDigest`` — the
+output is always valid JSON (bug class §11.2). Pure string building: it must not
+call a model, touch a bank beyond ``render`` or do I/O. Status never reaches these prompts (§1 "Status
 privacy"): the bank section is ``bank.render``, which omits it.
 """
 
@@ -180,17 +180,24 @@ def build_user_prompt(
     max_tokens: int,
     trajectory: Sequence[StepLike] = (),
 ) -> str:
-    """The policy user prompt: three labelled sections (MEMORY_SPEC §3).
+    """The policy user prompt: three labelled sections (MEMORY_SPEC §3), in the order
+    that lets a caching route re-read only the tail (§14.4):
 
     - ``Task:`` the task cut to 2000 chars, or ``(unknown)``;
+    - ``Recent completed tool trajectory:`` the JSON of ``render_trajectory``;
     - ``Task bank (status is intentionally omitted):`` ``bank.render(max_tokens)``
-      (knowledge and procedural only), or ``(empty)``;
-    - ``Recent completed tool trajectory:`` the JSON of ``render_trajectory``.
+      (knowledge and procedural only), or ``(empty)``.
+
+    §3 lists the bank before the trajectory. The bank comes last here because a step
+    may rewrite any entry of it, while the trajectory only grows at its end (and loses
+    whole steps at its front, which llama.cpp's ``--cache-reuse`` shifts past): with the
+    bank in the middle, one new entry made the server re-read the whole trajectory
+    (639 of 1294 prompt tokens on ``bench/embedded_model.py``'s second step).
     """
     task_text = (task or "").strip()[:TASK_MAX_CHARS] or "(unknown)"
     bank_text = bank.render(max_tokens) or "(empty)"
     return (
         f"Task:\n{task_text}\n\n"
-        f"Task bank (status is intentionally omitted):\n{bank_text}\n\n"
-        f"Recent completed tool trajectory:\n{render_trajectory(trajectory)}"
+        f"Recent completed tool trajectory:\n{render_trajectory(trajectory)}\n\n"
+        f"Task bank (status is intentionally omitted):\n{bank_text}"
     )

@@ -36,6 +36,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--parallel", type=int, default=2, help="request slots")
     parser.add_argument("--ctx-size", type=int, default=8192, help="tokens, split over slots")
     parser.add_argument("--threads", type=int, default=0, help="0: llama.cpp's default")
+    parser.add_argument(
+        "--threads-batch", type=int, default=0, help="prompt threads; 0: as --threads"
+    )
+    parser.add_argument(
+        "--cache-reuse",
+        type=int,
+        default=0,
+        help="min tokens of a cached chunk reused by KV shifting after a deletion; 0: off",
+    )
     parser.add_argument("--temp", type=float, default=0.2, help="default sampling temperature")
     parser.add_argument(
         "--repeat-penalty", type=float, default=1.0, help="default repetition penalty"
@@ -82,6 +91,7 @@ def _params(args: argparse.Namespace, api_key: str):  # -> xllamacpp.CommonParam
     params.n_parallel = args.parallel
     params.n_ctx = args.ctx_size
     params.use_jinja = True
+    params.n_cache_reuse = args.cache_reuse
     params.sampling.temp = args.temp
     params.sampling.penalty_repeat = args.repeat_penalty
     if args.chat_template_file:
@@ -89,6 +99,8 @@ def _params(args: argparse.Namespace, api_key: str):  # -> xllamacpp.CommonParam
     if args.threads > 0:
         params.cpuparams.n_threads = args.threads
         params.cpuparams_batch.n_threads = args.threads
+    if args.threads_batch > 0:
+        params.cpuparams_batch.n_threads = args.threads_batch
     return params
 
 

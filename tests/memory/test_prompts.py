@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from hypothesis import given, settings
@@ -70,7 +71,7 @@ def test_user_prompt_has_three_labelled_sections_and_no_status():
     prompt = build_user_prompt(
         "Fix the bug.", bank, 100, [TrajectoryStep(1, "read_file", "ab", "read_file{}", "ok")]
     )
-    task, bank_part, trajectory = prompt.split("\n\n")
+    task, trajectory, bank_part = prompt.split("\n\n")
     assert task == "Task:\nFix the bug."
     assert bank_part.startswith("Task bank (status is intentionally omitted):\n- [")
     assert "PRIVATE" not in prompt and "tm-s-" not in prompt
@@ -79,11 +80,25 @@ def test_user_prompt_has_three_labelled_sections_and_no_status():
     assert steps[0]["toolName"] == "read_file" and steps[0]["resultDigestProvenance"] == "legacy"
 
 
+def test_next_step_prompt_differs_from_the_last_only_in_its_tail():
+    """§14.4: a step after a bank write and two more tool steps starts with the whole
+    previous prompt up to the end of its trajectory steps (what a caching route keeps)."""
+    steps = [_step(n, f"digest {n}") for n in range(1, 7)]
+    bank = TaskMemoryBank()
+    bank.save("knowledge", "Keep Python 3.9 compatible.")
+    first = build_user_prompt("Fix the bug.", bank, 500, steps)
+    bank.save("procedural", "pytest -q failed twice: click is not installed.")
+    second = build_user_prompt("Fix the bug.", bank, 500, [*steps, _step(7), _step(8)])
+    shared = os.path.commonprefix([first, second])
+    assert first.index('"digest 6"') < len(shared)
+    assert second[len(shared) :].startswith(',{"step":7')
+
+
 def test_user_prompt_placeholders_and_task_cut():
     prompt = build_user_prompt("  ", TaskMemoryBank(), 100)
     assert prompt == (
-        "Task:\n(unknown)\n\nTask bank (status is intentionally omitted):\n(empty)\n\n"
-        "Recent completed tool trajectory:\n[]"
+        "Task:\n(unknown)\n\nRecent completed tool trajectory:\n[]\n\n"
+        "Task bank (status is intentionally omitted):\n(empty)"
     )
     long_task = "t" * 2500
     assert f"Task:\n{'t' * 2000}\n\n" in build_user_prompt(long_task, TaskMemoryBank(), 100)

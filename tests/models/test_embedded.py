@@ -13,7 +13,9 @@ from dataclasses import replace
 import httpx
 import pytest
 
+from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.envelope import parse_envelope
+from clio_acp.memory.prompts import POLICY_SYSTEM_PROMPT, build_user_prompt
 from clio_acp.models.client import ChatRequest, Done, ModelClient, TextDelta
 from clio_acp.models.errors import ModelTimeoutError
 from clio_acp.models.local import (
@@ -265,3 +267,49 @@ def test_targets_probe_shows_the_embedded_target_healthy(isolated_dirs):
     (row,) = json.loads(result.stdout)["targets"]
     assert row["id"] == "embedded" and row["reachable"] is True
     assert row["capacity"] == 2 and MODEL_ALIAS in row["models"]
+
+
+def _memory_prompt(bank: TaskMemoryBank, steps: list[dict]) -> str:
+    task = "Make the exporter write UTF-8 CSV without adding a dependency (embedded test)."
+    return build_user_prompt(task, bank, 2000, steps)
+
+
+def _tool_step(n: int) -> dict:
+    return {
+        "step": n,
+        "toolName": "run_command",
+        "operationFingerprint": f"run_command:pytest -q tests/test_export.py::case_{n}",
+        "callDescription": f"pytest -q tests/test_export.py::case_{n}",
+        "outcome": "error" if n % 3 == 0 else "ok",
+        "resultDigest": f"case {n}: UnicodeEncodeError: 'ascii' codec can't encode '\\xe9'",
+        "resultDigestProvenance": "legacy",
+    }
+
+
+async def test_a_memory_step_after_a_bank_write_or_a_dropped_step_rereads_only_its_tail(
+    embedded_url,
+):
+    """MEMORY_SPEC §14.4 on the real server: after a bank write and a new tool step,
+    and after the oldest step left the window, the slot's cache still covers the
+    prompt up to its new tail (``cache_prompt`` plus ``--cache-reuse``)."""
+    bank = TaskMemoryBank()
+    bank.save("knowledge", "The exporter must stay free of new dependencies.")
+    steps = [_tool_step(n) for n in range(1, 9)]
+    router = Router(_settings(embedded_url), paths=REAL_PATHS)
+
+    async def step(user: str):
+        answer = await router.memory_complete(
+            POLICY_SYSTEM_PROMPT, user, 8, timeout_ms=120_000, extra={"seed": 5}
+        )
+        assert answer.usage is not None and answer.usage.cached_tokens is not None
+        return answer.usage
+
+    try:
+        first = await step(_memory_prompt(bank, steps))
+        bank.save("procedural", "pytest -q tests/test_export.py::case_3 failed twice.")
+        grown = await step(_memory_prompt(bank, [*steps, _tool_step(9)]))
+        shifted = await step(_memory_prompt(bank, [*steps[2:], _tool_step(9), _tool_step(10)]))
+    finally:
+        await router.aclose()
+    assert grown.cached_tokens >= 0.9 * first.input_tokens, (first, grown)
+    assert shifted.cached_tokens >= 0.8 * shifted.input_tokens, shifted

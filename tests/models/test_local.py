@@ -4,12 +4,21 @@ the server's command line and environment, and its rotated log."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 
 from clio_acp.models.embedded_serve import API_KEY_ENV
-from clio_acp.models.local import EmbeddedServer, install_model, model_path
+from clio_acp.models.local import (
+    CACHE_REUSE_TOKENS,
+    THREADS_ENV,
+    EmbeddedServer,
+    default_batch_threads,
+    default_threads,
+    install_model,
+    model_path,
+)
 from clio_acp.paths import resolve_paths
 from tests.conftest import subprocess_env
 
@@ -71,3 +80,31 @@ def test_the_server_log_rotates(tmp_path):
     assert not (tmp_path / "server.log.3").exists()  # two backups kept
     assert log_file.stat().st_size <= 2100
     assert "native log line 299" in log_file.read_text()
+
+
+def test_the_server_command_reuses_cached_chunks_and_reads_prompts_on_every_cpu(
+    isolated_dirs, monkeypatch
+):
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    paths = resolve_paths()
+    _fake_gguf(model_path(paths))
+    command = EmbeddedServer(paths, threads=1).command(4321)
+    assert command[command.index("--cache-reuse") + 1] == str(CACHE_REUSE_TOKENS)
+    assert command[command.index("--threads") + 1] == "1"
+    assert command[command.index("--threads-batch") + 1] == "2"
+
+
+def test_generation_uses_both_cpus_of_an_idle_two_core_machine_and_one_when_busy(monkeypatch):
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert default_threads(load=0.3) == 2
+    assert default_threads(load=1.0) == 1
+    assert default_threads(load=7.5) == 1
+    assert default_batch_threads() == 2
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert default_threads(load=0.3) is None and default_batch_threads() is None
+    monkeypatch.setenv(THREADS_ENV, "3")
+    assert default_threads(load=9.0) == 3 and default_batch_threads() == 3
+    monkeypatch.setenv(THREADS_ENV, "many")
+    assert default_threads(load=9.0) is None
