@@ -17,7 +17,13 @@ from tests.lsp.conftest import SHOW_MESSAGE, execute, wait_for
 from tests.support.model_server import Reply
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def client(shared_client: LanguageClient) -> LanguageClient:
+    """One server for the module (``shared_client``): each test its own workspace."""
+    return shared_client
 
 
 @pytest.fixture(autouse=True)
