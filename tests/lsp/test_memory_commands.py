@@ -13,10 +13,21 @@ from pytest_lsp import LanguageClient
 
 from clio_acp.memory.store import MemoryStore
 from clio_acp.paths import resolve_paths
-from tests.lsp.conftest import DIAGNOSTICS, execute, initialize_params, wait_for
+from tests.lsp.conftest import DIAGNOSTICS, execute, wait_for
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def client(shared_client: LanguageClient) -> LanguageClient:
+    """One server for the module (``shared_client``): each test its own workspace."""
+    return shared_client
+
+
+@pytest.fixture
+def shared_options() -> dict:
+    return {"permissionMode": "bypass"}
 
 
 def _read(path: Path) -> str:
@@ -30,27 +41,24 @@ def _model(model_server):
     return model_server
 
 
-async def _session_with_an_entry(lsp, client_name, workspace, model_server) -> dict:
+async def _session_with_an_entry(client, model_server) -> dict:
     """A session whose bank holds one procedural entry (a repeated failure)."""
-    await lsp.initialize_session(
-        initialize_params(client_name, workspace, options={"permissionMode": "bypass"})
-    )
     read = json.dumps({"path": "missing.py"})
     model_server.push(
         Reply(tool_calls=[ToolCall("read_file", read, id="r1")]),
         Reply(tool_calls=[ToolCall("read_file", read, id="r2")]),
         Reply(text="giving up on that file"),
     )
-    await execute(lsp, "clio.prompt", "read missing.py")
-    shown = await execute(lsp, "clio.memory.show")
+    await execute(client, "clio.prompt", "read missing.py")
+    shown = await execute(client, "clio.memory.show")
     assert shown["board"]["bank"]["procedural"], shown["board"]
     return shown
 
 
 async def test_show_returns_the_board_and_writes_the_memory_document(
-    lsp: LanguageClient, client_name: str, workspace: Path, model_server
+    client: LanguageClient, workspace: Path, model_server
 ):
-    shown = await _session_with_an_entry(lsp, client_name, workspace, model_server)
+    shown = await _session_with_an_entry(client, model_server)
     entry = shown["board"]["bank"]["procedural"][0]
     assert shown["board"]["tier"] == "rules" and "status" not in shown["board"]["bank"]
     doc = _read(workspace / ".clio-coder" / "memory.md")
@@ -58,14 +66,14 @@ async def test_show_returns_the_board_and_writes_the_memory_document(
 
 
 async def test_promote_makes_a_pending_proposal_with_quick_fixes(
-    lsp: LanguageClient, client_name: str, workspace: Path, model_server
+    client: LanguageClient, workspace: Path, model_server
 ):
-    shown = await _session_with_an_entry(lsp, client_name, workspace, model_server)
+    shown = await _session_with_an_entry(client, model_server)
     entry_id = shown["board"]["bank"]["procedural"][0]["id"]
-    refused = await execute(lsp, "clio.memory.promote", {"entryId": entry_id, "scope": "global"})
+    refused = await execute(client, "clio.memory.promote", {"entryId": entry_id, "scope": "global"})
     assert refused == {"status": "needs_acknowledgement"}
     promoted = await execute(
-        lsp,
+        client,
         "clio.memory.promote",
         {"entryId": entry_id, "scope": "global", "acknowledgeGlobal": True},
     )
@@ -74,11 +82,11 @@ async def test_promote_makes_a_pending_proposal_with_quick_fixes(
     assert record.status == "proposed" and "missing.py" in record.lesson
     doc_uri = (workspace / ".clio-coder" / "memory.md").as_uri()
     diagnostics = await wait_for(
-        lsp,
+        client,
         DIAGNOSTICS,
         lambda: [
             d
-            for d in lsp.diagnostics.get(doc_uri, [])
+            for d in client.diagnostics.get(doc_uri, [])
             if isinstance(d.data, dict) and d.data.get("proposalId") == promoted["recordId"]
         ],
     )
@@ -86,25 +94,25 @@ async def test_promote_makes_a_pending_proposal_with_quick_fixes(
 
 
 async def test_promote_of_an_unknown_entry_is_a_clear_failure(
-    lsp: LanguageClient, client_name: str, workspace: Path, model_server
+    client: LanguageClient, workspace: Path, model_server
 ):
     from pygls.exceptions import JsonRpcException
 
-    await _session_with_an_entry(lsp, client_name, workspace, model_server)
+    await _session_with_an_entry(client, model_server)
     with pytest.raises(JsonRpcException) as caught:
-        await execute(lsp, "clio.memory.promote", {"entryId": "tm-k-99", "scope": "repo"})
+        await execute(client, "clio.memory.promote", {"entryId": "tm-k-99", "scope": "repo"})
     assert "tm-k-99" in caught.value.message
 
 
 async def test_handoff_writes_a_file_that_seed_reads_back(
-    lsp: LanguageClient, client_name: str, workspace: Path, model_server
+    client: LanguageClient, workspace: Path, model_server
 ):
-    await _session_with_an_entry(lsp, client_name, workspace, model_server)
-    written = await execute(lsp, "clio.handoff")
+    await _session_with_an_entry(client, model_server)
+    written = await execute(client, "clio.handoff")
     path = Path(written["path"])
     assert path.parent == workspace / ".clio-coder" / "handoffs"
     assert path.name.startswith("handoff-") and written["uri"] == path.as_uri()
     assert "clio-coder-task-memory" in _read(path)
-    await execute(lsp, "clio.session.new")
-    seeded = await execute(lsp, "clio.memory.seed")
+    await execute(client, "clio.session.new")
+    seeded = await execute(client, "clio.memory.seed")
     assert seeded["seeded"] == 1 and seeded["source"] == path.name
