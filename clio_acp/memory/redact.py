@@ -114,6 +114,7 @@ _ASSIGNMENT = re.compile(
 # ``apikey`` hold ``key``) and a separator.
 _ASSIGNMENT_WORDS = ("key", "secret", "token", "passw", "credential")
 _ASSIGNMENT_GUARDS = (Guard(_ASSIGNMENT_WORDS, case_free=True), Guard((":", "=")))
+_EXTRA_NEEDLES = tuple(dict.fromkeys(n for shape in EXTRA_SHAPES for n in shape.needles))
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 REDACTION_KINDS: tuple[str, ...] = (
@@ -194,11 +195,11 @@ def _assignments(text: str) -> tuple[str, int]:
     secret-flavoured name (``QUOTED_ASSIGNMENT``): (text, replacements)."""
     count = 0
     folded = case_fold(text)
-    if all(guard.may_match(text, folded) for guard in _ASSIGNMENT_GUARDS):
+    if _admits(_ASSIGNMENT_GUARDS, text, folded):
         starts = _assignment_starts(text, folded)
         text, count = _sub_at(_ASSIGNMENT, text, starts, _assignment_value)
         folded = case_fold(text) if count else folded
-    if all(guard.may_match(text, folded) for guard in QUOTED_ASSIGNMENT_GUARDS):
+    if _admits(QUOTED_ASSIGNMENT_GUARDS, text, folded):
         starts = word_offsets(folded, QUOTED_ASSIGNMENT_STARTS)
         text, n = _sub_at(QUOTED_ASSIGNMENT, text, starts, _quoted_value)
         count += n
@@ -210,17 +211,23 @@ def _extra_shapes(text: str) -> tuple[str, int]:
     text as it was before the first of these passes; guards in the current text."""
     count = 0
     lowered = text.lower()
+    present = {needle for needle in _EXTRA_NEEDLES if needle in lowered}
     folded = case_fold(text)
     for shape in EXTRA_SHAPES:
-        if not any(needle in lowered for needle in shape.needles):
-            continue
-        if not all(guard.may_match(text, folded) for guard in shape.guards):
+        if present.isdisjoint(shape.needles) or not _admits(shape.guards, text, folded):
             continue
         text, n = _replace_spans(text, _secret_spans(shape.pattern, text), shape.kind)
         if n:
             count += n
             folded = case_fold(text)
     return text, count
+
+
+def _admits(guards: tuple[Guard, ...], text: str, folded: str) -> bool:
+    for guard in guards:
+        if not guard.may_match(text, folded):
+            return False
+    return True
 
 
 def _sub_at(

@@ -247,9 +247,11 @@ TOKEN_KIND = "high-entropy-token"
 _TOKEN = re.compile(
     r"(?<![A-Za-z0-9_+/=.-])[A-Za-z0-9][A-Za-z0-9_+/-]{23,}={0,3}(?![A-Za-z0-9_+/=.-])"
 )
-# Both shapes below need 24 token characters in a row (a 24+ token; a prefix and 32
-# hex): a text without such a run is skipped in one scan.
+# A span of either shape below needs 24 token characters in a row (a 24+ token; a
+# prefix and 32 hex) and 14 letters or digits in a row (``_looks_random`` wants a
+# separator-free segment of 14; the hex is 32): a text without both is skipped.
 _LONG_RUN = re.compile(r"[A-Za-z0-9_+/-]{24}")
+_LONG_SEGMENT = re.compile(r"[A-Za-z0-9]{14}")
 # Word-like runs: an identifier (``JSONReaderUTF16VectorTest``, ``GetSlowCompTauX20``)
 # is mostly made of them, a random token is not.
 _WORDISH = re.compile(r"[a-z]{4,}|[A-Z]{4,}")
@@ -297,7 +299,9 @@ def token_spans(text: str) -> list[tuple[int, int]]:
     Catches the long tail of provider tokens no rule names (``gsk_…``, ``figd_…``,
     ``dckr_pat_…``) at the price of also hiding other random identifiers (request
     ids); identifiers made of words, paths, hashes and UUIDs stay."""
-    return _scan_tokens(text) if _LONG_RUN.search(text) else []
+    if _LONG_SEGMENT.search(text) and _LONG_RUN.search(text):
+        return _scan_tokens(text)
+    return []
 
 
 def _scan_tokens(text: str) -> list[tuple[int, int]]:

@@ -13,11 +13,12 @@ from clio_acp.memory import redact
 from clio_acp.memory.secret_shapes import (
     _FOLD_TO_ASCII,
     _LONG_RUN,
-    _TOKEN,
+    _LONG_SEGMENT,
     EXTRA_SHAPES,
     QUOTED_ASSIGNMENT,
     QUOTED_ASSIGNMENT_GUARDS,
     QUOTED_ASSIGNMENT_STARTS,
+    _scan_tokens,
     case_fold,
     word_offsets,
 )
@@ -65,6 +66,7 @@ _PIECES = st.one_of(
     _word(),
     st.sampled_from(["=", ":", '"', "'", "-", "_", "(", " ", "\n", "$"]),
     st.text(alphabet="abcXYZ019_-./+", min_size=1, max_size=12),
+    st.text(alphabet="aBcDeF0123456789_-/", min_size=10, max_size=40),
     st.text(max_size=3),
 )
 _TEXTS = st.lists(_PIECES, max_size=12).map("".join)
@@ -104,8 +106,8 @@ def _assert_guards_admit(text: str) -> None:
     for pattern, guards in guarded:
         if pattern.search(text):
             assert all(guard.may_match(text, folded) for guard in guards), pattern.pattern
-    if _TOKEN.search(text):
-        assert _LONG_RUN.search(text)
+    if _scan_tokens(text):
+        assert _LONG_RUN.search(text) and _LONG_SEGMENT.search(text)
 
 
 @settings(max_examples=600, deadline=None)
@@ -127,6 +129,8 @@ _ONE_SHAPE_EACH = [
     *(f"a-{word}=abcdefgh12" for word in ("api_key", "SECRET", "Token", "passwd", "credential")),
     "login me password hunter2",
     "x" * 23 + " " + "aB3dE5fG7hJ9kL1mN3pQ5rS7",
+    "path/to/a/file.py sbp_" + "0123456789abcdef" * 2 + " done",
+    "id aB3dE5fG7hJ9kL-xy-ab-cd-ef end",  # its longest segment is 14
 ]
 
 
