@@ -283,13 +283,12 @@ def _problem_line(text: str) -> str:
 def _first_problem_raw_line(raw_lines: list[str]) -> int | None:
     """Index in ``raw_lines`` of the first kept line naming a problem, or None. The
     lines are joined with ``\\n`` (none holds a line break), so a match's line is
-    the count of newlines before it; ASCII text is searched lowercased."""
+    the count of newlines before it; the text is searched lowercased (``ascii_fold``
+    first when it is not ASCII)."""
     joined = "\n".join(raw_lines)
-    pattern = _PROBLEM_LINE
-    if joined.isascii():
-        joined, pattern = joined.lower(), _PROBLEM_LOWER
+    joined = (joined if joined.isascii() else ascii_fold(joined)).lower()
     pos = index = 0
-    while (match := pattern.search(joined, pos)) is not None:
+    while (match := _PROBLEM_LOWER.search(joined, pos)) is not None:
         index += joined.count("\n", pos, match.start())
         if _kept_line(raw_lines[index]):
             return index
@@ -1008,16 +1007,36 @@ def _programs(command: str) -> set[str]:
     return programs
 
 
+# Non-ASCII characters an IGNORECASE regex matches to an ASCII letter (sre's case
+# folding; every code point is checked in tests/memory/test_calls.py).
+_FOLDS_TO_ASCII = {"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+@lru_cache(maxsize=4096)
+def _ascii_stand_in(char: str) -> str:
+    """The ASCII character that stands for ``char`` in ``ascii_fold``."""
+    if char in _FOLDS_TO_ASCII:
+        return _FOLDS_TO_ASCII[char]
+    return "0" if char.isalnum() else "\x00"  # a word character stays one (\b, \w)
+
+
+def ascii_fold(text: str) -> str:
+    """``text`` with each non-ASCII character replaced by one ASCII character (same
+    length, same offsets): the four that fold to an ASCII letter under IGNORECASE
+    become that letter, other word characters ``0``, the rest NUL. A pattern of ASCII
+    letters, digits-free words and spaces (``\\b`` allowed) matches the lowercased
+    result case-sensitively exactly where it matches ``text`` with IGNORECASE."""
+    return _NON_ASCII.sub(lambda m: _ascii_stand_in(m.group()), text)
+
+
 def _env_candidate_lines(text: str) -> list[str]:
     """The stripped lines holding a phrase ``environment_signature`` looks for, in
-    order. ASCII text (nearly every output) is searched with ``str.find`` on its
-    lowercased copy, where ``str.lower`` is exactly the regex's case folding and keeps
-    offsets; other text with the ``_ENV_ANY`` regex (Unicode case folding: ``ſ``, ``K``).
-    Both find the same lines; the first is ~8× cheaper than one regex pass."""
-    if not text.isascii():
-        starts = {text.rfind("\n", 0, m.start()) + 1 for m in _ENV_ANY.finditer(text)}
-    else:
-        starts = _ascii_phrase_line_starts(text)
+    order: the lines one ``_ENV_ANY`` pass (IGNORECASE) would hit, found with
+    ``str.find`` on the lowercased text, where ``str.lower`` is exactly the regex's
+    case folding and keeps offsets (other text is ``ascii_fold``-ed first: ``ſ``,
+    ``K``). ~8× cheaper than the regex on ASCII text, ~10× on other text."""
+    starts = _ascii_phrase_line_starts(text if text.isascii() else ascii_fold(text))
     lines = []
     for start in sorted(starts):
         end = text.find("\n", start)

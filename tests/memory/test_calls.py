@@ -250,6 +250,9 @@ _ENV_WORDS = st.sampled_from(
         "TLS",
         "quota",
         "İ",
+        "é",
+        "ñECONNRESET",
+        "\u00a0",
     ]
 )
 
@@ -381,6 +384,9 @@ _PROBLEM_TEXT_LINES = st.sampled_from(
         "done\r",
         "a\x0bpermission denied",
         "x\u2028timed out",
+        "\u0130ndexError: fa\u0131led",
+        "mi\u017f\u017fing \u212aey",
+        "é error ß",
     ]
 )
 
@@ -489,3 +495,26 @@ def test_memoised_exit_verdict_equals_the_definition_types_included(words, code)
     assert outcome(_calls.classify_exit, command, code) == expected  # the memoised answer
     if code is True:
         assert _calls.classify_exit(command, 1) == _calls._classify_exit(command, 1)
+
+
+def test_ascii_fold_knows_every_character_ignorecase_matches_to_an_ascii_letter():
+    import re
+
+    letter = re.compile("[a-z]", re.IGNORECASE)
+    folding = [chr(c) for c in range(128, 0x110000) if letter.fullmatch(chr(c))]
+    assert sorted(folding) == sorted(_calls._FOLDS_TO_ASCII)
+    for char, ascii_letter in _calls._FOLDS_TO_ASCII.items():
+        assert re.fullmatch(ascii_letter, char, re.IGNORECASE)
+
+
+@given(
+    st.text(
+        alphabet=st.sampled_from(["a", "E", "\n", "ſ", "\u212a", "İ", "ı", "é", "\u00a0", "€", " "])
+    )
+)
+def test_ascii_fold_keeps_length_word_characters_and_ascii(text):
+    import re
+
+    folded = _calls.ascii_fold(text)
+    assert folded.isascii() and len(folded) == len(text)
+    assert [bool(re.match(r"\w", c)) for c in folded] == [bool(re.match(r"\w", c)) for c in text]
