@@ -18,10 +18,12 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from clio_acp.agent.recordings import Recording, load_recordings
+from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.middleware import (
     AnnotateToolResult,
     Effect,
@@ -34,10 +36,32 @@ from clio_acp.memory.middleware import (
 from clio_acp.memory.telemetry import MemorySinkList, MemoryTrace
 from clio_acp.settings import MemorySettings
 
-__all__ = ["ReplayReminder", "ReplayReport", "replay_file", "replay_recording"]
+__all__ = [
+    "REPLAY_EPOCH",
+    "ReplayClock",
+    "ReplayReminder",
+    "ReplayReport",
+    "replay_file",
+    "replay_recording",
+]
 
 ENVIRONMENT_PREFIX = "Environment:"
 REQUIREMENT_PREFIX = "Requirement from the user:"
+REPLAY_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+"""The replay bank clock's origin (its first reading is 1 ms later)."""
+
+
+class ReplayClock:
+    """The bank clock of one replay: each call returns a UTC time 1 ms after the
+    previous one, the first ``REPLAY_EPOCH`` + 1 ms. Distinct readings, so no two
+    bank writes tie on time."""
+
+    def __init__(self, start: datetime = REPLAY_EPOCH) -> None:
+        self._now = start
+
+    def __call__(self) -> datetime:
+        self._now += timedelta(milliseconds=1)
+        return self._now
 
 
 @dataclass
@@ -200,6 +224,7 @@ async def replay_recording(
     sink = MemorySinkList()
     mw = MemoryMiddleware(
         source,
+        bank=TaskMemoryBank(clock=ReplayClock()),
         telemetry=sink,
         client_factory=client_factory,
         session_id=recording.name,

@@ -57,3 +57,39 @@ def test_replay_reports_a_malformed_trajectory_without_traceback(invoke_cli, tmp
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert str(path) in done.stderr
+
+
+# -- reproducible replay (issue 18 part 3) ----------------------------------------------
+
+_TIE_PRONE = [  # many bank writes per millisecond of wall clock: their order used to vary
+    "pma-tb2/git-multibranch/memory-v3-opus/trajectory_agent.steps.jsonl",
+    "pma-tb2/sqlite-with-gcov/memory-v3-opus/trajectory_agent.steps.jsonl",
+]
+
+
+async def test_replay_bank_times_come_from_the_replay_clock_and_repeat_exactly():
+    from clio_acp.agent.replay import REPLAY_EPOCH, replay_file
+    from clio_acp.timestamps import parse_timestamp
+    from tests.conftest import SHARED
+
+    for name in _TIE_PRONE:
+        path = SHARED / "trajectories" / name
+        runs = [[r.to_dict() for r in await replay_file(path, compact_every=5)] for _ in range(3)]
+        assert runs[0] == runs[1] == runs[2]  # byte for byte, timestamps included
+        bank = runs[0][0]["bank"]
+        entries = bank["knowledge"] + bank["procedural"]
+        created = [parse_timestamp(e["createdAt"]) for e in entries]
+        assert created and all(REPLAY_EPOCH < t for t in created)
+        assert len(set(created)) == len(created)  # no two writes tie on time
+        assert max(created) - REPLAY_EPOCH < __import__("datetime").timedelta(minutes=1)
+
+
+def test_the_replay_clock_steps_one_millisecond_per_reading():
+    from datetime import timedelta
+
+    from clio_acp.agent.replay import REPLAY_EPOCH, ReplayClock
+
+    clock = ReplayClock()
+    assert [clock() - REPLAY_EPOCH for _ in range(3)] == [
+        timedelta(milliseconds=n) for n in (1, 2, 3)
+    ]
