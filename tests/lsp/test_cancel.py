@@ -19,6 +19,7 @@ from clio_acp.lsp.protocol import pid_alive
 from tests.lsp.conftest import (
     PROGRESS,
     SESSION_UPDATE,
+    configure,
     execute,
     initialize_params,
     plain,
@@ -28,9 +29,15 @@ from tests.lsp.conftest import (
 from tests.support.model_server import Reply, ToolCall
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 SLOW_STREAM = Reply(text=["word "] * 400, chunk_delay=0.05)  # ~20 s unless cancelled
+
+
+@pytest.fixture
+def client(shared_client: LanguageClient) -> LanguageClient:
+    """One server for the module (``shared_client``); the shutdown test has its own."""
+    return shared_client
 
 
 @pytest.fixture(autouse=True)
@@ -94,23 +101,26 @@ async def test_work_done_progress_cancel_stops_the_turn(client: LanguageClient, 
     assert result["stopReason"] == "cancelled"
 
 
+@pytest.mark.asyncio(loop_scope="function")
 async def test_shutdown_with_a_turn_in_flight_answers_null_after_the_turn_ended(
-    client: LanguageClient, model_server
+    lsp: LanguageClient, client_name: str, workspace: Path, model_server
 ):
+    """Its own server: shutdown is the subject."""
+    await lsp.initialize_session(initialize_params(client_name, workspace))
     model_server.push(SLOW_STREAM)
-    pending = _prompt_request(client, "write a lot", msg_id=4401)
-    await _streaming(client)
-    assert await asyncio.wait_for(client.shutdown_async(None), 15) is None
+    pending = _prompt_request(lsp, "write a lot", msg_id=4401)
+    await _streaming(lsp)
+    assert await asyncio.wait_for(lsp.shutdown_async(None), 15) is None
     # Everything the cleanup produced was on the wire before the shutdown answer.
-    assert updates_of(client, "turn_ended")[-1]["stopReason"] == "cancelled"
+    assert updates_of(lsp, "turn_ended")[-1]["stopReason"] == "cancelled"
     assert pending.done()
     assert plain(pending.result())["stopReason"] == "cancelled"
-    client.exit(None)
-    assert await asyncio.wait_for(client._server.wait(), 15) == 0
+    lsp.exit(None)
+    assert await asyncio.wait_for(lsp._server.wait(), 15) == 0
 
 
 async def test_late_reply_to_a_cancelled_server_request_is_ignored_quietly(
-    lsp: LanguageClient, client_name: str, workspace: Path, model_server, capfd
+    client: LanguageClient, workspace: Path, model_server, capfd
 ):
     """A permission prompt (window/showMessageRequest) is cancelled with its turn;
     the user's answer arrives afterwards and must change nothing."""
@@ -125,48 +135,44 @@ async def test_late_reply_to_a_cancelled_server_request_is_ignored_quietly(
             await answer_now.wait()  # the user clicks after the server gave up
         return types.MessageActionItem(title="Allow once")
 
-    lsp.answer = _late_user
+    client.answer = _late_user
 
-    await lsp.initialize_session(
-        initialize_params(client_name, workspace, options={"permissionMode": "ask"})
-    )
+    await configure(client, permissionMode="ask")
     write = ToolCall("write_file", json.dumps({"path": "late.txt", "content": "x"}), id="w1")
     model_server.push(Reply(tool_calls=[write]), Reply(text="done"))
-    pending = _prompt_request(lsp, "write late.txt", msg_id=4501)
+    pending = _prompt_request(client, "write late.txt", msg_id=4501)
     await asyncio.wait_for(asked.wait(), 15)
-    assert await execute(lsp, "clio.cancel") == {"cancelled": True}
+    assert await execute(client, "clio.cancel") == {"cancelled": True}
     assert plain(await asyncio.wait_for(pending, 15))["stopReason"] == "cancelled"
     answer_now.set()
     # The server goes on answering, shows nothing, and the late "Allow" wrote nothing.
     for _ in range(3):
-        assert "sessionId" in await execute(lsp, "clio.usage")
+        assert "sessionId" in await execute(client, "clio.usage")
     assert not (workspace / "late.txt").exists()
-    assert [m for m in lsp.messages if m.type == types.MessageType.Error] == []
+    assert [m for m in client.messages if m.type == types.MessageType.Error] == []
     err = capfd.readouterr().err
     assert "InvalidStateError" not in err and "Unable to handle message" not in err
 
 
 async def test_cancel_reaches_a_turn_blocked_in_a_long_command(
-    lsp: LanguageClient, client_name: str, workspace: Path, model_server
+    client: LanguageClient, workspace: Path, model_server
 ):
     """The turn's command blocks for 30 s; the cancel must be read and acted on at
     once (stdin is never starved by turn work), killing the command."""
-    await lsp.initialize_session(
-        initialize_params(client_name, workspace, options={"permissionMode": "bypass"})
-    )
+    await configure(client, permissionMode="bypass")
     command = "echo $$ > pid.txt; sleep 30; echo finished > done.txt"
     model_server.push(
         Reply(tool_calls=[ToolCall("run_command", json.dumps({"command": command}), id="r1")]),
         Reply(text="never"),
     )
-    pending = _prompt_request(lsp, "run it", msg_id=4601)
+    pending = _prompt_request(client, "run it", msg_id=4601)
     pid_file = workspace / "pid.txt"
     await wait_until(lambda: pid_file.exists() and pid_file.read_text().strip())
     pid = int(pid_file.read_text())
     # Requests are answered while the command blocks...
-    assert "sessionId" in await asyncio.wait_for(execute(lsp, "clio.usage"), 10)
+    assert "sessionId" in await asyncio.wait_for(execute(client, "clio.usage"), 10)
     # ...and the cancel stops the turn long before the command would have ended.
-    lsp.cancel_request(types.CancelParams(id=4601))
+    client.cancel_request(types.CancelParams(id=4601))
     with pytest.raises(JsonRpcException):
         await asyncio.wait_for(pending, 15)
     await wait_until(lambda: not pid_alive(pid), timeout_s=10)
