@@ -220,11 +220,20 @@ async def _replay_here(
     return reports, None
 
 
+_WORKER_LOOP: asyncio.AbstractEventLoop | None = None
+"""The event loop of a ``--jobs`` worker process, made once and kept for every file
+it replays (a loop per file would also start a thread per file for the file read)."""
+
+
 def _replay_in_worker(
     path: Path, fmt: str, memory: MemorySettings, compact_every: int | None
 ) -> tuple[list[ReplayReport], str | None]:
-    """``_replay_here`` in a ``--jobs`` worker process (rules tier)."""
-    return asyncio.run(_replay_here(path, fmt, memory, None, compact_every))
+    """``_replay_here`` in a ``--jobs`` worker process (rules tier), on the worker's
+    own long-lived event loop."""
+    global _WORKER_LOOP
+    if _WORKER_LOOP is None:
+        _WORKER_LOOP = asyncio.new_event_loop()
+    return _WORKER_LOOP.run_until_complete(_replay_here(path, fmt, memory, None, compact_every))
 
 
 async def _replayed(
