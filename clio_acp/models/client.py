@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
+import os
 import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from httpx_sse import EventSource
@@ -44,6 +46,9 @@ from clio_acp.models.repetition import FINISH_REASON as REPETITION
 from clio_acp.models.repetition import RepetitionGuard
 from clio_acp.models.targets import Target
 
+if TYPE_CHECKING:
+    import ssl
+
 log = logging.getLogger(__name__)
 
 # Statuses meaning "no free slot now" (seed 000: endpoint busy).
@@ -51,6 +56,19 @@ BUSY_STATUSES = frozenset({429, 503})
 # Connection retries before any byte arrived, and the pause before each (seconds).
 RETRY_PAUSES_S = (0.1, 0.4)
 _ERROR_BODY_MAX_CHARS = 2000
+
+
+def tls_context() -> ssl.SSLContext:
+    """The certificate-verifying TLS context every ``ModelClient`` shares: httpx's
+    default (``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` when set, else certifi), built once
+    per pair of those values. Building one reads the whole CA bundle (tens of ms), and
+    a session makes a client per route."""
+    return _tls_context_for(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.cache
+def _tls_context_for(_cert_file: str | None, _cert_dir: str | None) -> ssl.SSLContext:
+    return httpx.create_ssl_context()
 
 
 @dataclass
@@ -365,6 +383,7 @@ class ModelClient:
         self._retry_pauses = retry_pauses_s
         self._owns_http = http is None
         self._http = http or httpx.AsyncClient(
+            verify=tls_context(),
             timeout=httpx.Timeout(connect=10.0, read=None, write=30.0, pool=None),
             limits=httpx.Limits(max_keepalive_connections=8),
         )

@@ -262,3 +262,35 @@ def test_base_url_normalisation():
     assert normalize_base_url("localhost:11434/v1") == "http://localhost:11434/v1"
     assert normalize_base_url("https://gw.example/api/v1") == "https://gw.example/api/v1"
     assert root_url("http://h:1/v1") == "http://h:1"
+
+
+async def test_clients_share_one_tls_context_per_certificate_setting(monkeypatch):
+    # Building a context reads the whole CA bundle (tens of ms); a session makes a
+    # client per route, so the bundle is read once per certificate setting.
+    import ssl
+
+    import certifi
+
+    from clio_acp.models import client as client_module
+
+    loads: list[object] = []
+    real_load = ssl.SSLContext.load_verify_locations
+
+    def counting_load(self, *args, **kwargs):
+        loads.append(args or kwargs)
+        return real_load(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting_load)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
+    client_module._tls_context_for.cache_clear()
+    target = Target(id="t", runtime="openai", base_url="https://example.invalid/v1")
+    clients = [ModelClient(target) for _ in range(3)]
+    assert len(loads) == 1
+    context = client_module.tls_context()
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    monkeypatch.delenv("SSL_CERT_FILE")
+    clients.append(ModelClient(target))  # another bundle setting: read once more
+    assert len(loads) == 2 and client_module.tls_context() is not context
+    for client in clients:
+        await client.aclose()
