@@ -11,16 +11,32 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 from clio_acp.memory.telemetry import BankDelta, bank_delta
-from clio_acp.timestamps import utc_now
+from clio_acp.timestamps import format_timestamp
 
 __all__ = ["ActivityLog", "render_activity"]
 
 log = logging.getLogger(__name__)
 
 _NO_DELTA = bank_delta(None, None)
+_last_row_time: tuple[datetime | None, str] = (None, "")
+
+
+def _row_time() -> str:
+    """``timestamps.utc_now()``, formatted once per millisecond: the rows written in
+    one millisecond (a turn end, its step) share the text (a canonical timestamp
+    has millisecond precision, so it is the same text)."""
+    global _last_row_time
+    now = datetime.now(UTC)
+    moment = now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+    last, text = _last_row_time
+    if moment != last:
+        text = format_timestamp(moment)
+        _last_row_time = (moment, text)
+    return text
 
 
 def render_activity(event: dict[str, Any]) -> str:
@@ -127,7 +143,7 @@ class ActivityLog:
         debug level and dropped; the activity event is kept."""
         unique = list(dict.fromkeys(triggers))[:3] or ["manual"]
         delta = self._take_delta(tier)
-        at = utc_now()
+        at = _row_time()
         latency = max(0.0, round(latency_ms, 3)) if math.isfinite(latency_ms) else 0.0
         counts = {
             "cited": cited,
