@@ -1,6 +1,7 @@
 """CLI polish from the walkthrough (issue 20 item 7): ``--log-level`` after the
 command, a closed stdout pipe, ``sessions`` with none, ``events`` for people, and the
-approval preview of ask mode."""
+approval preview of ask mode. Logging, the closed pipe and the terminal run as real
+processes; what ``sessions`` and ``events`` print runs in process (``invoke_cli``)."""
 
 from __future__ import annotations
 
@@ -45,20 +46,20 @@ def test_a_closed_stdout_pipe_ends_quietly():
     assert b"Traceback" not in done.stderr and b"Exception ignored" not in done.stderr
 
 
-def test_sessions_says_when_there_are_none(run_cli):
-    result = run_cli("sessions")
+def test_sessions_says_when_there_are_none(invoke_cli):
+    result = invoke_cli("sessions")
     assert result.returncode == 0 and result.stdout == ""
     assert "no sessions yet" in result.stderr
 
 
-def test_events_render_rows_for_people(run_cli, model_server, tmp_path):
+def test_events_render_rows_for_people(invoke_cli, model_server, tmp_path):
     model_server.install_settings(memory=False)
     model_server.push(Reply(text="hello"))
-    assert run_cli("run", "--workspace", str(tmp_path), "hi", timeout=120).returncode == 0
-    sid = json.loads(run_cli("sessions", "--json").stdout)["sessions"][0]["id"]
-    text = run_cli("events", sid).stdout
+    assert invoke_cli("run", "--workspace", str(tmp_path), "hi").returncode == 0
+    sid = json.loads(invoke_cli("sessions", "--json").stdout)["sessions"][0]["id"]
+    text = invoke_cli("events", sid).stdout
     assert " prompt " in text and "hello" in text and "{" not in text
-    none = run_cli("events", sid, "--type", "compaction")
+    none = invoke_cli("events", sid, "--type", "compaction")
     assert none.stdout == "" and "no matching events" in none.stderr
 
 

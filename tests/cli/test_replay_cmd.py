@@ -1,8 +1,10 @@
 """``clio-acp replay --jobs N`` (issue 18 part 3): the files fanned out over worker
-processes give the same report, in the same order, as one process.
+processes give the same report, in the same order, as one process; usage errors and
+the text report.
 
-Run as real subprocesses (the option is about processes). The recordings are read from
-``../shared/trajectories`` (never copied)."""
+The ``--jobs`` comparison runs as real subprocesses (the option is about processes);
+usage errors and the report's layout run in process (``invoke_cli``). The recordings
+are read from ``../shared/trajectories`` (never copied)."""
 
 from __future__ import annotations
 
@@ -55,26 +57,26 @@ def test_jobs_give_the_serial_report_in_the_same_order(run_cli, tmp_path):
     assert _without_clock(reports[1]) == _without_clock(reports[0])
 
 
-def test_jobs_must_be_a_positive_number(run_cli):
-    result = run_cli("replay", "--jobs", "0", "x.json")
+def test_jobs_must_be_a_positive_number(invoke_cli):
+    result = invoke_cli("replay", "--jobs", "0", "x.json")
     assert result.returncode == 2
     assert "--jobs" in result.stderr
 
 
-def test_compact_every_must_be_a_positive_number(run_cli):
+def test_compact_every_must_be_a_positive_number(invoke_cli):
     # -3 used to simulate a compaction at every third call (n % -3 == 0) and 0 to turn
     # the option off silently; both are usage errors now, like --jobs 0.
     for value in ("-3", "0"):
-        result = run_cli("replay", "--compact-every", value, "x.json")
+        result = invoke_cli("replay", "--compact-every", value, "x.json")
         assert result.returncode == 2, value
         assert "--compact-every" in result.stderr and "at least 1" in result.stderr
 
 
-def test_a_restore_stays_inside_its_recording_in_the_text_report(run_cli):
+def test_a_restore_stays_inside_its_recording_in_the_text_report(invoke_cli):
     # The post-compaction restore lists one bank entry a line; those lines used to start
     # at column 0 ("- [tm-s-2] status: …"), reading like new report entries.
     traj = TRAJ / "mini-swe-agent-gemini3-swebv" / "django__django-16560.traj.json"
-    result = run_cli("replay", "--compact-every", "40", str(traj), timeout=120)
+    result = invoke_cli("replay", "--compact-every", "40", str(traj))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("django__django-16560 (mini-swe-agent):")

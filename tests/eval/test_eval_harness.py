@@ -290,19 +290,21 @@ async def test_a_trial_over_its_time_budget_is_a_failed_trial_and_the_matrix_con
         async def prepare(self, task, seed=0):
             await super().prepare(task, seed)
             inner = self.agent
-            # The first task's model never answers in time; the others answer normally.
+            # The first trial's model never answers in time; the others (its own
+            # distractor variant included) answer normally.
             self.server.responder = (
                 (lambda body: Reply(text="late", delay=30.0))
-                if task.id == "repeat-failure-recovery"
+                if task.id == "repeat-failure-recovery" and not task.is_distractor
                 else inner
             )
 
     target = SlowTarget()
     try:
-        runner = SessionRunner(target, trial_timeout_s=8.0)
+        runner = SessionRunner(target, trial_timeout_s=4.0)
         trials = await run_matrix(_tasks(), runner, variants=["baseline"])
     finally:
         await target.aclose()
     assert [(t.task_id, t.distractor) for t in trials] == [(t, d) for _, t, d in _plan(["x"])]
     assert trials[0].error and "timed out" in trials[0].error and not trials[0].passed
+    assert [t.error for t in trials[1:]] == [None] * (len(trials) - 1)  # only that trial
     assert trials[4].passed and trials[4].error is None  # healthy task still ran

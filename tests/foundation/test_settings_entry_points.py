@@ -4,7 +4,8 @@
 Each test puts the only settings file outside the config folder, points
 ``CLIO_ACP_SETTINGS`` at it and overrides the chat model with ``CLIO_ACP_CHAT_MODEL``;
 an entry point that read ``<config>/settings.yaml`` or skipped the environment would
-see no target or the file's model."""
+see no target or the file's model. ``run`` starts a real process (the environment
+reaches a child as it is); ``doctor`` and ``targets`` run in process (``invoke_cli``)."""
 
 from __future__ import annotations
 
@@ -53,16 +54,16 @@ def test_run_uses_settings_env_file_and_overrides(run_cli, model_server, custom_
     assert model_server.bodies[0]["model"] == ENV_MODEL
 
 
-def test_doctor_uses_settings_env_file_and_overrides(run_cli, custom_settings):
-    result = run_cli("doctor", "--json")
+def test_doctor_uses_settings_env_file_and_overrides(invoke_cli, custom_settings):
+    result = invoke_cli("doctor", "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["settings"]["file"] == str(custom_settings["path"])
     assert report["settings"]["memoryEnabled"] is False
 
 
-def test_targets_uses_settings_env_file_and_overrides(run_cli, custom_settings):
-    result = run_cli("targets", "--json")
+def test_targets_uses_settings_env_file_and_overrides(invoke_cli, custom_settings):
+    result = invoke_cli("targets", "--json")
     assert result.returncode == 0, result.stderr
     [row] = [t for t in json.loads(result.stdout)["targets"] if t["id"] == "scripted"]
     assert f"chat({ENV_MODEL})" in row["roles"]
