@@ -115,6 +115,21 @@ class TokenCost(_Strict):
         return self
 
 
+_last_canonical_at: str | None = None
+
+
+def _canonical_at(value: str) -> bool:
+    """``is_canonical_timestamp(value)``, remembering the last text that passed: the
+    rows of one millisecond carry the same time, checked once."""
+    global _last_canonical_at
+    if value == _last_canonical_at:
+        return True
+    if not is_canonical_timestamp(value):
+        return False
+    _last_canonical_at = value
+    return True
+
+
 class StepRecord(_Strict):
     """One ``steps.jsonl`` row, version 2 (MEMORY_SPEC §5), camelCase on disk."""
 
@@ -139,7 +154,7 @@ class StepRecord(_Strict):
     @field_validator("at")
     @classmethod
     def _at(cls, value: str) -> str:
-        if not is_canonical_timestamp(value):
+        if not _canonical_at(value):
             raise ValueError("at must be a canonical UTC timestamp (…sss Z)")
         return value
 
