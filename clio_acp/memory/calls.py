@@ -467,9 +467,10 @@ def _tokens(command: str) -> tuple[str, ...]:
     split out, here-document bodies dropped, newlines as ``;``. Tolerant: an
     unbalanced quote never raises (the stray quote becomes its own token)."""
     text = _strip_heredocs(command).replace("\\\n", " ").replace("\n", " ; ")
+    tokens = _TOKEN.findall(text)
     if "'" not in text and '"' not in text:
-        return tuple(_TOKEN.findall(text))  # no quotes: no word to unquote
-    return tuple(_unquote(t) for t in _TOKEN.findall(text))
+        return tuple(tokens)  # no quotes: no word to unquote
+    return tuple(_unquote(t) if "'" in t or '"' in t else t for t in tokens)
 
 
 def split_simple_commands(command: str) -> list[list[str]]:
