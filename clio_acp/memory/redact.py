@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clio_acp.memory.secret_rules import Ruleset, load_ruleset
+from clio_acp.memory.secret_rules.anchors import case_fold, word_offsets
 from clio_acp.memory.secret_shapes import (
     EXTRA_SHAPES,
     QUOTED_ASSIGNMENT,
@@ -38,9 +39,7 @@ from clio_acp.memory.secret_shapes import (
     QUOTED_ASSIGNMENT_STARTS,
     TOKEN_KIND,
     Guard,
-    case_fold,
     token_spans,
-    word_offsets,
 )
 
 __all__ = [

@@ -25,36 +25,8 @@ __all__ = [
     "TOKEN_KIND",
     "ExtraShape",
     "Guard",
-    "case_fold",
     "token_spans",
-    "word_offsets",
 ]
-
-
-# The non-ASCII characters a case-insensitive ``re`` pattern matches for an ASCII
-# letter (CPython 3.11; ``tests/memory/test_redact_guards.py`` checks every code point).
-_FOLD_TO_ASCII = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
-
-
-def case_fold(text: str) -> str:
-    """``text`` lowercased, with ``İ ı ſ K`` (Kelvin sign) folded to ``i i s k``: the
-    same length as ``text`` (U+0130 is the one character ``str.lower`` lengthens), and
-    wherever a ``(?i)`` pattern matches an ASCII word in ``text``, that word lowercased
-    occurs at the same offset here."""
-    if text.isascii():
-        return text.lower()
-    return text.translate(_FOLD_TO_ASCII).lower()
-
-
-def word_offsets(folded: str, words: tuple[str, ...]) -> list[int]:
-    """Sorted offsets of ``folded`` at which one of ``words`` starts (overlaps included)."""
-    offsets: set[int] = set()
-    for word in words:
-        at = folded.find(word)
-        while at >= 0:
-            offsets.add(at)
-            at = folded.find(word, at + 1)
-    return sorted(offsets)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clio_acp.memory import redact
+from clio_acp.memory.secret_rules.anchors import _FOLD_TO_ASCII, case_fold, word_offsets
 from clio_acp.memory.secret_shapes import (
-    _FOLD_TO_ASCII,
     _LONG_RUN,
     _LONG_SEGMENT,
     EXTRA_SHAPES,
@@ -19,8 +19,6 @@ from clio_acp.memory.secret_shapes import (
     QUOTED_ASSIGNMENT_GUARDS,
     QUOTED_ASSIGNMENT_STARTS,
     _scan_tokens,
-    case_fold,
-    word_offsets,
 )
 
 _WORDS = [

@@ -11,10 +11,13 @@ from hypothesis import strategies as st
 from clio_acp.memory.secret_rules import (
     RULES_FILE,
     KeywordScan,
+    _keyword_windows,
+    _matches,
     go_regex_to_python,
     load_ruleset,
     shannon_entropy,
 )
+from clio_acp.memory.secret_rules.anchors import leading_words
 
 _KEYWORDS = sorted({keyword for rule in load_ruleset().rules for keyword in rule.keywords})
 
@@ -130,3 +133,73 @@ def test_template_rules_only_scan_keyword_lines_but_find_values_on_the_next() ->
     text = filler + "credential =\n  '9fQ2xL7pW3mZ8rT1vB6n'\n" + filler
     ((start, end),) = ruleset.secret_spans(rule, text)
     assert text[start:end] == "9fQ2xL7pW3mZ8rT1vB6n"
+
+
+_TEMPLATES = [rule for rule in load_ruleset().rules if rule.is_template]
+_ODD_CASE = str.maketrans({"s": "\u017f", "k": "\u212a", "i": "\u0131", "I": "\u0130"})
+
+
+@st.composite
+def _template_case(draw: st.DrawFn) -> tuple[object, str]:
+    """A template rule and a text of its words (any case), separators and values."""
+    rule = draw(st.sampled_from(_TEMPLATES))
+    words = [*rule.keywords, *(rule.start_words or ()), "lob", "api"]
+    word = st.sampled_from(words).flatmap(
+        lambda w: st.sampled_from([w, w.upper(), w.title(), w.translate(_ODD_CASE)])
+    )
+    piece = st.one_of(
+        word,
+        st.sampled_from([" = ", ":", "=>", ",", "\n", " ", "'", '"', "_", "-", ".", "::="]),
+        st.text(alphabet="aZq09f_-./+=", min_size=1, max_size=44),
+        st.sampled_from(["9fQ2xL7pW3mZ8rT1vB6n", "live_" + "a1" * 17 + "b", "x" * 40]),
+        st.text(max_size=3),
+    )
+    return rule, "".join(draw(st.lists(piece, max_size=14)))
+
+
+@settings(max_examples=500, deadline=None)
+@given(_template_case())
+def test_template_rules_tried_at_their_words_find_what_a_window_scan_finds(case) -> None:
+    rule, text = case
+    windows = _keyword_windows(text, rule.keywords)
+    scanned = [m.span() for s, e in windows for m in rule.pattern.finditer(text, s, e)]
+    assert [m.span() for m in _matches(rule, text)] == scanned
+
+
+def test_every_template_rule_is_tried_only_at_its_words() -> None:
+    assert all(rule.start_words for rule in _TEMPLATES)
+    (generic,) = [rule for rule in _TEMPLATES if rule.rule_id == "generic-api-key"]
+    assert set(generic.start_words) >= {"access", "api", "passw", "token"}
+    assert leading_words(r"snyk[_.-]?(?:api)?key|(?-i:[Aa]pi|API)") == ("snyk", "api")
+    assert leading_words(r"a|[^x]b") is None and leading_words(r"(?:ab)?c") is None
+    assert leading_words(r"\.env|x.y") == (".env", "x")
+
+
+_STOPWORDS = sorted(
+    {w for rule in load_ruleset().rules for a in rule.allowlists for w in a.stopwords}
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(_STOPWORDS).flatmap(
+                lambda w: st.sampled_from([w, w[1:], w[:-1], w[: len(w) // 2]])
+            ),
+            st.text(alphabet="abcdefgxyz0129_-.", max_size=6),
+        ),
+        max_size=6,
+    ).map("".join)
+)
+def test_stopword_scan_agrees_with_a_substring_test_per_stopword(secret: str) -> None:
+    for allowlist in {a for rule in load_ruleset().rules for a in rule.allowlists if a.stopwords}:
+        naive = any(word in secret for word in allowlist.stopwords)
+        assert (allowlist.stopword_pattern.search(secret) is not None) == naive
+
+
+def test_stopword_scan_finds_every_stopword_alone_and_inside_a_secret() -> None:
+    for allowlist in {a for rule in load_ruleset().rules for a in rule.allowlists if a.stopwords}:
+        for word in allowlist.stopwords:
+            assert allowlist.stopword_pattern.search(word), word
+            assert allowlist.stopword_pattern.search("9f" + word + "q"), word
