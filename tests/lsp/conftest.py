@@ -173,7 +173,8 @@ class SharedServer:
     async def _start(self) -> LanguageClient:
         env = {f"CLIO_ACP_{name.upper()}_DIR": str(path) for name, path in self.home.items()}
         client = await start_server(self.folder, env)
-        await client.initialize_session(initialize_params(self.client_name, self.folder))
+        result = await client.initialize_session(initialize_params(self.client_name, self.folder))
+        client.initialize_result = result  # type: ignore[attr-defined]
         self.folders = {self.folder.as_uri()}
         announce = client.workspace_did_change_workspace_folders
 

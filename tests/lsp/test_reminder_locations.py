@@ -21,12 +21,23 @@ from pytest_lsp import LanguageClient, client_capabilities
 from tests.lsp.conftest import DIAGNOSTICS, execute, initialize_params, wait_for
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 SOURCE = "import os\n\n    value = undefined_name  # 😀\n"
 BAD = "src/bäd_😀.py"
 CRASH = f"python3 '{BAD}'"
 CHECKER = f"printf '%s\\n' '{BAD}:3:5: error: Name \"undefined_name\" is not defined'; exit 1"
+
+
+@pytest.fixture
+def client(shared_client: LanguageClient) -> LanguageClient:
+    """One server for the module (``shared_client``); the UTF-8 test has its own."""
+    return shared_client
+
+
+@pytest.fixture
+def shared_options() -> dict:
+    return {"permissionMode": "bypass"}
 
 
 @pytest.fixture(autouse=True)
@@ -53,6 +64,10 @@ def _script(model_server, command: str) -> None:
     )
 
 
+def _encoding(result: types.InitializeResult) -> str:
+    return str(result.capabilities.position_encoding or "utf-16")
+
+
 def _memory(client: LanguageClient, uri: str) -> list[types.Diagnostic]:
     return [d for d in client.diagnostics.get(uri, []) if d.source == "clio-memory"]
 
@@ -66,38 +81,39 @@ async def _start(lsp, client_name, workspace, capabilities=None) -> str:
     params = initialize_params(
         client_name, workspace, options={"permissionMode": "bypass"}, capabilities=capabilities
     )
-    result = await lsp.initialize_session(params)
-    return str(result.capabilities.position_encoding or "utf-16")
+    return _encoding(await lsp.initialize_session(params))
 
 
 @pytest.mark.parametrize("command", [CRASH, CHECKER], ids=["traceback", "path-line-col"])
 async def test_failure_output_puts_the_reminder_on_that_file_and_line(
-    lsp: LanguageClient, client_name: str, workspace: Path, model_server, bad_file, command
+    client: LanguageClient, workspace: Path, model_server, bad_file, command
 ):
-    encoding = await _start(lsp, client_name, workspace)
+    encoding = _encoding(client.initialize_result)
     _script(model_server, command)
-    await execute(lsp, "clio.prompt", "run it")
+    await execute(client, "clio.prompt", "run it")
     uri = bad_file.as_uri()
-    diagnostics = await wait_for(lsp, DIAGNOSTICS, lambda: _memory(lsp, uri))
+    diagnostics = await wait_for(client, DIAGNOSTICS, lambda: _memory(client, uri))
     on_file = diagnostics[0]
     assert on_file.message.startswith("Memory:")
     assert on_file.range.start.line == on_file.range.end.line == 2  # line 3, 0-based
     # From the first non-blank character to the end of the line, in negotiated units
-    # (VS Code's set: UTF-16; pytest-lsp's Neovim set prefers UTF-8).
+    # (VS Code's set: UTF-16; pytest-client's Neovim set prefers UTF-8).
     assert on_file.range.start.character == 4
     assert (
         on_file.range.end.character == len("    value = undefined_name  # ") + EMOJI_UNITS[encoding]
     )
-    reminders = [u for u in lsp.session_updates if u["type"] == "memory_reminder"]
+    reminders = [u for u in client.session_updates if u["type"] == "memory_reminder"]
     assert reminders[0]["paths"][0] == str(bad_file) and reminders[0]["line"] == 2
     # The reminder named a workspace file: memory.md carries no copy of it.
     doc = (workspace / ".clio-coder" / "memory.md").as_uri()
-    assert not [d for d in _memory(lsp, doc) if d.data.get("kind") == "reminder"]
+    assert not [d for d in _memory(client, doc) if d.data.get("kind") == "reminder"]
 
 
+@pytest.mark.asyncio(loop_scope="function")
 async def test_utf8_ranges_when_the_client_negotiates_utf8(
     lsp: LanguageClient, client_name: str, workspace: Path, model_server, bad_file
 ):
+    """Its own server: the encoding is negotiated at ``initialize``."""
     capabilities = client_capabilities(client_name)
     capabilities.general = types.GeneralClientCapabilities(
         position_encodings=[types.PositionEncodingKind.Utf8]
@@ -112,39 +128,38 @@ async def test_utf8_ranges_when_the_client_negotiates_utf8(
 
 
 async def test_memory_document_diagnostics_follow_their_reminder_when_it_is_rewritten(
-    lsp: LanguageClient, client_name: str, workspace: Path, model_server
+    client: LanguageClient, workspace: Path, model_server
 ):
-    await _start(lsp, client_name, workspace)
     failing = "python3 -c \"import sys; sys.exit('ModuleNotFoundError: No module named foo')\""
     _script(model_server, failing)
-    await execute(lsp, "clio.prompt", "go")
+    await execute(client, "clio.prompt", "go")
     doc = workspace / ".clio-coder" / "memory.md"
     uri = doc.as_uri()
 
     def on_its_line() -> bool:
         """Every reminder diagnostic on memory.md sits on the line holding its text
         (read when the publish arrives: the file is written first)."""
-        found = [d for d in _memory(lsp, uri) if d.data.get("kind") == "reminder"]
+        found = [d for d in _memory(client, uri) if d.data.get("kind") == "reminder"]
         lines = doc.read_text(encoding="utf-8").splitlines() if doc.exists() else []
         return bool(found) and all(
             d.range.start.line < len(lines) and "No module named foo" in lines[d.range.start.line]
             for d in found
         )
 
-    await wait_for(lsp, DIAGNOSTICS, on_its_line)
+    await wait_for(client, DIAGNOSTICS, on_its_line)
     # A second failure adds a reminder; the document is rewritten and the earlier
     # diagnostics are re-placed on the lines that now hold their text.
     second = "python3 -c \"import sys; sys.exit('ModuleNotFoundError: No module named bar')\""
     _script(model_server, second)
-    await execute(lsp, "clio.prompt", "go again")
+    await execute(client, "clio.prompt", "go again")
 
     def both_on_their_lines() -> bool:
-        found = [d for d in _memory(lsp, uri) if d.data.get("kind") == "reminder"]
+        found = [d for d in _memory(client, uri) if d.data.get("kind") == "reminder"]
         lines = doc.read_text(encoding="utf-8").splitlines()
         return len(found) >= 2 and all(
             " ".join(d.message.split())[:60] in lines[d.range.start.line] for d in found
         )
 
-    await wait_for(lsp, DIAGNOSTICS, both_on_their_lines)
-    messages = {d.message for d in _memory(lsp, uri) if d.data.get("kind") == "reminder"}
+    await wait_for(client, DIAGNOSTICS, both_on_their_lines)
+    messages = {d.message for d in _memory(client, uri) if d.data.get("kind") == "reminder"}
     assert any("foo" in m for m in messages) and any("bar" in m for m in messages)
