@@ -10,10 +10,21 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import execute, initialize_params
+from tests.lsp.conftest import execute
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def client(shared_client: LanguageClient) -> LanguageClient:
+    """One server for the module (``shared_client``): each test its own workspace."""
+    return shared_client
+
+
+@pytest.fixture
+def shared_options() -> dict:
+    return {"permissionMode": "ask"}
 
 
 @pytest.fixture(autouse=True)
@@ -24,19 +35,16 @@ def _model(model_server):
     return model_server
 
 
-async def _ask_mode(lsp: LanguageClient, client_name: str, workspace: Path, title: str):
-    lsp.answer = lambda params: types.MessageActionItem(title=title)
-    await lsp.initialize_session(
-        initialize_params(client_name, workspace, options={"permissionMode": "ask"})
-    )
-    return await execute(lsp, "clio.prompt", "write out.txt")
+async def _ask_mode(client: LanguageClient, title: str):
+    client.answer = lambda params: types.MessageActionItem(title=title)
+    return await execute(client, "clio.prompt", "write out.txt")
 
 
-async def test_allow_once_lets_the_edit_run(lsp: LanguageClient, client_name: str, workspace: Path):
-    result = await _ask_mode(lsp, client_name, workspace, "Allow once")
+async def test_allow_once_lets_the_edit_run(client: LanguageClient, workspace: Path):
+    result = await _ask_mode(client, "Allow once")
     assert result["stopReason"] == "end_turn"
     assert (workspace / "out.txt").read_text() == "hi\n"
-    question = lsp.asked[0]
+    question = client.asked[0]
     assert "write_file" in question.message
     assert [a.title for a in question.actions] == [
         "Allow once",
@@ -46,11 +54,9 @@ async def test_allow_once_lets_the_edit_run(lsp: LanguageClient, client_name: st
     ]
 
 
-async def test_reject_keeps_the_file_untouched(
-    lsp: LanguageClient, client_name: str, workspace: Path
-):
-    result = await _ask_mode(lsp, client_name, workspace, "Reject")
+async def test_reject_keeps_the_file_untouched(client: LanguageClient, workspace: Path):
+    result = await _ask_mode(client, "Reject")
     assert result["stopReason"] == "end_turn"
     assert not (workspace / "out.txt").exists()
-    finished = [u for u in lsp.session_updates if u["type"] == "tool_call_finished"]
+    finished = [u for u in client.session_updates if u["type"] == "tool_call_finished"]
     assert finished[0]["status"] == "failed"
