@@ -85,3 +85,19 @@ def test_a_restore_stays_inside_its_recording_in_the_text_report(invoke_cli):
     body = lines[1:-1]
     assert any(line.startswith("        - [tm-s-") for line in body)
     assert all(line.startswith("  ") for line in body)
+
+
+def test_jobs_report_is_byte_identical_to_serial_with_compactions(run_cli):
+    # Replay reads a replay clock (agent/replay.py): the two pma runs with many bank
+    # writes per millisecond used to list and restore entries in varying order.
+    files = [
+        str(TRAJ / "pma-tb2" / name / "memory-v3-opus" / "trajectory_agent.steps.jsonl")
+        for name in ("git-multibranch", "sqlite-with-gcov")
+    ]
+    args = ("replay", "--json", "--compact-every", "5", *files, *files)
+    serial = run_cli(*args, timeout=300)
+    fanned = run_cli(*args[:1], "--jobs", "2", *args[1:], timeout=300)
+    assert serial.returncode == fanned.returncode == 0, serial.stderr + fanned.stderr
+    assert fanned.stdout == serial.stdout
+    lines = serial.stdout.splitlines()
+    assert len(lines) == 4 and lines[0] == lines[2] and lines[1] == lines[3]
