@@ -4,8 +4,9 @@ in the same run and on the same texts.
     python bench/redaction.py [--runs 7] [--json]
 
 ``reference`` below is the engine before issue 18, kept here only: the same patterns
-in the same order, but ~240 ``keyword in text`` tests to pick the vendored rules and
-every pass run over the whole text. The redactor must give the same output; each row
+in the same order, but ~240 ``keyword in text`` tests to pick the vendored rules,
+every pass run over the whole text (template rules over their keyword lines) and
+~1,500 ``stopword in secret`` tests per generic finding. The redactor must give the same output; each row
 says whether it did (``same``).
 
 Texts (each class at hot-path size, ~160 chars like a status line or digest, and at
@@ -33,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from clio_acp.memory import redact, secret_shapes  # noqa: E402
+from clio_acp.memory import redact, secret_rules, secret_shapes  # noqa: E402
 from clio_acp.memory.secret_rules import load_ruleset  # noqa: E402
 
 CLEAN_LINES = (
@@ -108,7 +109,7 @@ def reference(text: str) -> tuple[str, int]:
     lowered = text.lower()
     candidates = [r for r in ruleset.rules if any(k in lowered for k in r.keywords)]
     specific = [rule for rule in candidates if not rule.rule_id.startswith("generic")]
-    out, n = redact._apply_vendored(ruleset, specific, out)
+    out, n = _reference_vendored(specific, out)
     count += n
     out, n = redact._ASSIGNMENT.subn(redact._assignment_value, out)
     count += n
@@ -121,12 +122,61 @@ def reference(text: str) -> tuple[str, int]:
             out, n = redact._replace_spans(out, spans, shape.kind)
             count += n
     generic = [rule for rule in candidates if rule.rule_id.startswith("generic")]
-    out, n = redact._apply_vendored(ruleset, generic, out)
+    out, n = _reference_vendored(generic, out)
     count += n
     out, n = redact._replace_spans(out, secret_shapes._scan_tokens(out), secret_shapes.TOKEN_KIND)
     count += n
     out, n = redact._RESIDUE.subn(r"\1", out)
     return out, count + n
+
+
+def _reference_vendored(rules: list, text: str) -> tuple[str, int]:
+    count = 0
+    for rule in rules:
+        if rule.pattern is not None:
+            spans = list(_reference_spans(rule, text))
+            text, n = redact._replace_spans(text, spans, rule.rule_id)
+            count += n
+    return text, count
+
+
+def _reference_spans(rule, text: str):
+    """``Ruleset.secret_spans`` before issue 18: template rules scanned over their
+    keyword lines, stopwords tested one by one."""
+    if rule.is_template:
+        windows = secret_rules._keyword_windows(text, rule.keywords)
+        matches = [m for s, e in windows for m in rule.pattern.finditer(text, s, e)]
+    else:
+        matches = list(rule.pattern.finditer(text))
+    lists = (*rule.allowlists, load_ruleset().global_allowlist)
+    for match in matches:
+        span = rule.secret_span(match)
+        if span is None:
+            continue
+        secret = text[span[0] : span[1]]
+        if rule.entropy and secret_rules.shannon_entropy(secret) <= rule.entropy:
+            continue
+        generic = rule.rule_id.startswith("generic")
+        if rule.entropy and generic and not any(c.isdigit() for c in secret):
+            continue
+        start = secret_rules._name_start(text, match.start()) if rule.is_template else match.start()
+        line = secret_rules._line_around(text, start, match.end())
+        if any(_reference_allows(a, secret, text[start : match.end()], line) for a in lists):
+            continue
+        yield span
+
+
+def _reference_allows(allowlist, secret: str, match: str, line: str) -> bool:
+    checks = [False] if allowlist.has_paths else []
+    if allowlist.regex_sources:
+        subject = {"match": match, "line": line}.get(allowlist.target, secret)
+        checks.append(any(regex.search(subject) for regex in allowlist.regexes))
+    if allowlist.stopwords:
+        lowered = secret.lower()
+        checks.append(any(word in lowered for word in allowlist.stopwords))
+    if not checks:
+        return False
+    return all(checks) if allowlist.require_all else any(checks)
 
 
 def _reference_quoted(text: str) -> tuple[str, int]:

@@ -157,7 +157,7 @@ def _template_case(draw: st.DrawFn) -> tuple[object, str]:
     return rule, "".join(draw(st.lists(piece, max_size=14)))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(_template_case())
 def test_template_rules_tried_at_their_words_find_what_a_window_scan_finds(case) -> None:
     rule, text = case
