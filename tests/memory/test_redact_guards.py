@@ -104,6 +104,9 @@ def _assert_guards_admit(text: str) -> None:
     for pattern, guards in guarded:
         if pattern.search(text):
             assert all(guard.may_match(text, folded) for guard in guards), pattern.pattern
+    for _kind, pattern in redact._SPEC_SHAPES:
+        if pattern.search(text):
+            assert redact._SPEC_SHAPES_GUARD.search(text), pattern.pattern
     if _scan_tokens(text):
         assert _LONG_RUN.search(text) and _LONG_SEGMENT.search(text)
 
@@ -129,6 +132,14 @@ _ONE_SHAPE_EACH = [
     "x" * 23 + " " + "aB3dE5fG7hJ9kL1mN3pQ5rS7",
     "path/to/a/file.py sbp_" + "0123456789abcdef" * 2 + " done",
     "id aB3dE5fG7hJ9kL-xy-ab-cd-ef end",  # its longest segment is 14
+    "-----BEGIN RSA PRIVATE KEY-----\nabc",
+    *(f"id {head}ABCDEFGHIJKLMNOP" for head in ("AKIA", "ASIA", "ABIA", "ACCA", "A3TX")),
+    *(f"t gh{c}_abcdefghijklmnopqrst1" for c in "pousr"),
+    "github_pat_abcdefghijklmnopqrst_1",
+    "sk-proj-abcdefghijklmnopqr",
+    *(f"xox{c}-12345678" for c in "bpars"),
+    "AIza" + "b" * 32,
+    "eyJabcdefgh.eyJabcdefgh.abcd",
 ]
 
 
