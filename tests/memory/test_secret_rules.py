@@ -18,6 +18,7 @@ from clio_acp.memory.secret_rules import (
     shannon_entropy,
 )
 from clio_acp.memory.secret_rules.anchors import leading_words
+from tests.support.secrets import corpus
 
 _KEYWORDS = sorted({keyword for rule in load_ruleset().rules for keyword in rule.keywords})
 
@@ -135,44 +136,65 @@ def test_template_rules_only_scan_keyword_lines_but_find_values_on_the_next() ->
     assert text[start:end] == "9fQ2xL7pW3mZ8rT1vB6n"
 
 
-_TEMPLATES = [rule for rule in load_ruleset().rules if rule.is_template]
+_RULES = load_ruleset().rules
 _ODD_CASE = str.maketrans({"s": "\u017f", "k": "\u212a", "i": "\u0131", "I": "\u0130"})
+_CORPUS_PIECES = [s.text for s in corpus()]
 
 
 @st.composite
-def _template_case(draw: st.DrawFn) -> tuple[object, str]:
-    """A template rule and a text of its words (any case), separators and values."""
-    rule = draw(st.sampled_from(_TEMPLATES))
-    words = [*rule.keywords, *(rule.start_words or ()), "lob", "api"]
+def _rule_case(draw: st.DrawFn) -> tuple[object, str]:
+    """A rule and a text of its words (any case), separators, token-like runs and
+    corpus secrets."""
+    rule = draw(st.sampled_from(_RULES))
+    words = [*rule.keywords, *(rule.start_words or ()), "lob", "api", "ey", "s."]
     word = st.sampled_from(words).flatmap(
         lambda w: st.sampled_from([w, w.upper(), w.title(), w.translate(_ODD_CASE)])
     )
     piece = st.one_of(
         word,
         st.sampled_from([" = ", ":", "=>", ",", "\n", " ", "'", '"', "_", "-", ".", "::="]),
-        st.text(alphabet="aZq09f_-./+=", min_size=1, max_size=44),
+        st.text(alphabet="aZq09fAF_-./+=", min_size=1, max_size=80),
         st.sampled_from(["9fQ2xL7pW3mZ8rT1vB6n", "live_" + "a1" * 17 + "b", "x" * 40]),
+        st.sampled_from(_CORPUS_PIECES),
         st.text(max_size=3),
     )
     return rule, "".join(draw(st.lists(piece, max_size=14)))
 
 
-@settings(max_examples=300, deadline=None)
-@given(_template_case())
-def test_template_rules_tried_at_their_words_find_what_a_window_scan_finds(case) -> None:
-    rule, text = case
+def _scanned(rule, text: str) -> list[tuple[int, int]]:
+    if not rule.is_template:
+        return [m.span() for m in rule.pattern.finditer(text)]
     windows = _keyword_windows(text, rule.keywords)
-    scanned = [m.span() for s, e in windows for m in rule.pattern.finditer(text, s, e)]
-    assert [m.span() for m in _matches(rule, text)] == scanned
+    return [m.span() for s, e in windows for m in rule.pattern.finditer(text, s, e)]
 
 
-def test_every_template_rule_is_tried_only_at_its_words() -> None:
-    assert all(rule.start_words for rule in _TEMPLATES)
-    (generic,) = [rule for rule in _TEMPLATES if rule.rule_id == "generic-api-key"]
+@settings(max_examples=500, deadline=None)
+@given(_rule_case())
+def test_rules_tried_at_their_start_words_find_what_a_full_scan_finds(case) -> None:
+    rule, text = case
+    assert [m.span() for m in _matches(rule, text)] == _scanned(rule, text)
+
+
+def test_corpus_findings_are_the_same_with_start_words() -> None:
+    text = "\n".join(_CORPUS_PIECES)
+    for rule in _RULES:
+        assert [m.span() for m in _matches(rule, text)] == _scanned(rule, text), rule.rule_id
+
+
+def test_most_rules_are_tried_only_at_their_start_words() -> None:
+    assert all(rule.start_words for rule in _RULES if rule.is_template)
+    assert sum(rule.start_words is None for rule in _RULES) <= 15
+    (generic,) = [rule for rule in _RULES if rule.rule_id == "generic-api-key"]
     assert set(generic.start_words) >= {"access", "api", "passw", "token"}
+    (vault,) = [rule for rule in _RULES if rule.rule_id == "vault-service-token"]
+    assert vault.start_words == ("hvs.", "s.")
     assert leading_words(r"snyk[_.-]?(?:api)?key|(?-i:[Aa]pi|API)") == ("snyk", "api")
+    assert leading_words(r"\b(?:sk|rk)_x|\bAKIA") == ("sk", "rk", "akia")
     assert leading_words(r"a|[^x]b") is None and leading_words(r"(?:ab)?c") is None
-    assert leading_words(r"\.env|x.y") == (".env", "x")
+    assert leading_words(r"\.env|x.y|\dz") is None
+    assert leading_words(r"\.env|x.y[^]|]z") == (".env", "x")
+    # A quantified atom may be absent or repeated: the word stops before it.
+    assert leading_words(r"https?://|ab*c|ab{2}c|ab+c") == ("http", "a")
 
 
 _STOPWORDS = sorted(

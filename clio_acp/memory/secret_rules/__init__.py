@@ -36,6 +36,7 @@ from clio_acp.memory.secret_rules.anchors import (
     case_fold,
     closing_paren,
     leading_words,
+    pattern_start_words,
     word_offsets,
 )
 
@@ -224,11 +225,11 @@ class SecretRule:
 
     @cached_property
     def start_words(self) -> tuple[str, ...] | None:
-        """For a template rule, the lowercase words one of which starts every match of
-        ``pattern`` (its keyword group's leading words, ``anchors.leading_words``);
-        None for other rules and for a group that reader does not follow."""
+        """Lowercase words one of which starts every match of ``pattern`` (case-folded;
+        ``anchors``): a template rule's keyword group, another rule's literal head
+        (``\\b(ghp_…`` → ``ghp_``); None where that reader does not follow the pattern."""
         if not self.is_template:
-            return None
+            return pattern_start_words(self.source)
         group = "(" + self.source[len(_KEYWORD_TEMPLATE_PREFIX) :]
         close = closing_paren(group, 0)
         return leading_words(group[1:close]) if close is not None else None
@@ -369,7 +370,11 @@ def _matches(rule: SecretRule, text: str) -> Iterator[re.Match[str]]:
     every offset costs ~100 ms, its keyword lines a few."""
     assert rule.pattern is not None
     if not rule.is_template:
-        yield from rule.pattern.finditer(text)
+        if rule.start_words is None:
+            yield from rule.pattern.finditer(text)
+        else:
+            offsets = word_offsets(case_fold(text), rule.start_words)
+            yield from anchored_finditer(rule.pattern, text, offsets, len(text))
         return
     windows = _keyword_windows(text, rule.keywords)
     if rule.start_words is None:

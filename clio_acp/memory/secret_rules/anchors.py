@@ -13,7 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-__all__ = ["anchored_finditer", "case_fold", "closing_paren", "leading_words", "word_offsets"]
+__all__ = [
+    "anchored_finditer",
+    "case_fold",
+    "closing_paren",
+    "leading_words",
+    "pattern_start_words",
+    "word_offsets",
+]
 
 # The non-ASCII characters a case-insensitive ``re`` pattern matches for an ASCII
 # character (CPython 3.11; ``tests/memory/test_redact_guards.py`` checks every code point).
@@ -68,9 +75,10 @@ def leading_words(alternation: str) -> tuple[str, ...] | None:
     auth, api); None when a branch starts with a construct this reader does not
     follow (a class of several letters, an optional atom, a wildcard, an escape class).
 
-    Read per branch: literal characters (escaped punctuation included, a class of one
-    letter in two cases as that letter) up to the first one that is quantified or
-    special; a branch that is a plain group contributes its own branches' words.
+    Read per branch, after any ``\\b``: literal characters (escaped punctuation
+    included, a class of one letter in two cases as that letter) up to the first one
+    that is quantified or special; a branch that opens with a group (non-capturing,
+    capturing or ``(?i:``/``(?-i:``) not quantified contributes its own branches' words.
     """
     branches = _split_branches(alternation)
     words: list[str] = []
@@ -82,8 +90,18 @@ def leading_words(alternation: str) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(words)) if words else None
 
 
+def pattern_start_words(source: str) -> tuple[str, ...] | None:
+    """``leading_words`` of a whole pattern: a leading ``(?i)`` only widens what the
+    folded words stand for, so it is skipped."""
+    return leading_words(source[4:] if source.startswith("(?i)") else source)
+
+
 def _branch_words(branch: str) -> tuple[str, ...] | None:
+    while branch.startswith("\\b"):  # zero-width: the match still starts at the word
+        branch = branch[2:]
     group = next((g for g in _PLAIN_GROUPS if branch.startswith(g)), None)
+    if group is None and branch.startswith("(") and not branch.startswith("(?"):
+        group = "("  # a capturing group
     if group is not None:
         close = closing_paren(branch, 0)
         if close is None or branch[close + 1 : close + 2] in _QUANTIFIERS:
@@ -111,9 +129,9 @@ def _literal_atom(source: str, at: int) -> tuple[str, int] | None:
     if char == "\\" and following.isascii() and following and not following.isalnum():
         return following.lower(), 2
     if char == "[":
-        close = _simple_class_end(source, at)
+        close = _class_end(source, at)
         members = source[at + 1 : close] if close is not None else ""
-        if members.isalpha() and len(set(members.lower())) == 1:
+        if members.isascii() and members.isalpha() and len(set(members.lower())) == 1:
             return members[0].lower(), len(members) + 2
     return None
 
@@ -127,7 +145,7 @@ def _split_branches(source: str) -> list[str] | None:
             at += 2
             continue
         if char == "[":
-            close = _simple_class_end(source, at)
+            close = _class_end(source, at)
             if close is None:
                 return None
             at = close
@@ -153,7 +171,7 @@ def closing_paren(source: str, opening: int) -> int | None:
             at += 2
             continue
         if char == "[":
-            close = _simple_class_end(source, at)
+            close = _class_end(source, at)
             if close is None:
                 return None
             at = close
@@ -167,11 +185,24 @@ def closing_paren(source: str, opening: int) -> int | None:
     return None
 
 
-def _simple_class_end(source: str, opening: int) -> int | None:
-    """Offset of the ``]`` closing a class of letters, digits, ``_ . -`` only (no
-    negation, no escapes, no ``]`` member); None for any other class."""
-    close = source.find("]", opening + 1)
-    members = source[opening + 1 : close] if close > opening else ""
-    if not members or not all(c.isascii() and (c.isalnum() or c in "_.-") for c in members):
-        return None
-    return close
+def _class_end(source: str, opening: int) -> int | None:
+    """Offset of the ``]`` closing the class opened at ``opening`` (a leading ``^`` or
+    ``]`` is a member, escapes and Go's ``[:name:]`` are skipped), or None."""
+    at = opening + 1
+    at += source.startswith("^", at)
+    at += source.startswith("]", at)
+    while at < len(source):
+        char = source[at]
+        if char == "\\":
+            at += 2
+            continue
+        if source.startswith("[:", at):
+            close = source.find(":]", at + 2)
+            if close < 0:
+                return None
+            at = close + 2
+            continue
+        if char == "]":
+            return at
+        at += 1
+    return None
