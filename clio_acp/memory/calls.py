@@ -438,9 +438,10 @@ def _strip_heredocs(command: str) -> str:
     while i < len(lines):
         line = lines[i]
         out.append(line)
-        delimiters = [m.group(2) for m in _HEREDOC.finditer(line)]
         i += 1
-        for delimiter in delimiters:
+        if "<<" not in line:
+            continue  # the operator is on this line or no body starts here
+        for delimiter in [m.group(2) for m in _HEREDOC.finditer(line)]:
             while i < len(lines) and lines[i].strip() != delimiter:
                 i += 1
             i += 1  # skip the delimiter line
