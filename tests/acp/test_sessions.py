@@ -1,19 +1,24 @@
 """ACP session lifecycle: ``session/load`` (replay), ``session/resume`` (no replay),
-``session/list``, ``session/close``, ``session/delete``, ``session/fork``."""
+``session/list``, ``session/close``, ``session/delete``, ``session/fork``.
+
+Fork and the running-prompt cases share one agent for the module (``agent``); load and
+resume need a second process, and the list test an agent whose store holds only its
+own sessions, so those start their own."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 from acp import text_block
 from acp.exceptions import RequestError
 
-from tests.acp.conftest import init_new, req, start_session, texts_of
-from tests.support.acp_client import RawPeer, acp_agent, raw_request
+from tests.acp.conftest import SharedAgent, start_session, texts_of
+from tests.support.acp_client import acp_agent, raw_request
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 
 async def test_load_replays_the_whole_history_before_answering(model_server, workspace):
@@ -100,52 +105,41 @@ async def test_list_close_delete_and_unknown_sessions(model_server, workspace, t
     assert set(errors.values()) == {-32002}, errors
 
 
-async def test_fork_gives_a_new_session_that_carries_the_conversation(model_server, workspace):
-    model_server.install_settings(memory=False)
+async def test_fork_gives_a_new_session_that_carries_the_conversation(
+    agent: SharedAgent, model_server, workspace
+):
     model_server.push(Reply(text="original answer"), Reply(text="forked answer"))
-    async with acp_agent() as (conn, client, _proc):
-        new = await start_session(conn, workspace)
-        await conn.prompt(session_id=new.session_id, prompt=[text_block("first")])
-        forked = await conn.fork_session(
-            session_id=new.session_id, cwd=str(workspace), mcp_servers=[]
-        )
-        result = await conn.prompt(session_id=forked.session_id, prompt=[text_block("more")])
-        with pytest.raises(RequestError) as unknown:
-            await conn.fork_session(session_id="sess_nope", cwd=str(workspace), mcp_servers=[])
+    conn = agent.conn
+    new = await agent.new_session(workspace)
+    await conn.prompt(session_id=new.session_id, prompt=[text_block("first")])
+    forked = await conn.fork_session(session_id=new.session_id, cwd=str(workspace), mcp_servers=[])
+    result = await conn.prompt(session_id=forked.session_id, prompt=[text_block("more")])
+    with pytest.raises(RequestError) as unknown:
+        await conn.fork_session(session_id="sess_nope", cwd=str(workspace), mcp_servers=[])
     assert forked.session_id != new.session_id
     assert result.stop_reason == "end_turn"
     assert "original answer" in json.dumps(model_server.bodies[-1]["messages"])
-    assert texts_of(client, "agent_message_chunk", forked.session_id) == "forked answer"
+    assert texts_of(agent.client, "agent_message_chunk", forked.session_id) == "forked answer"
     assert unknown.value.code == -32002
 
 
 @pytest.mark.parametrize("method", ["session/load", "session/close", "session/delete"])
 async def test_a_running_prompt_is_answered_cancelled_when_its_session_goes(
-    method, model_server, tmp_path
+    method, agent: SharedAgent, model_server, tmp_path
 ):
     """Issue 21: load/close/delete of a session with a running turn end that turn with
     ``cancelled`` (the editor's spinner stops) and answer the request itself."""
-    model_server.install_settings(memory=False)
     model_server.push(Reply(text=["slow "] * 400, chunk_delay=0.05))
-    peer = await RawPeer.start()
-    try:
-        sid, _ = await init_new(peer, tmp_path)
-        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
-        await peer.send(req("p-1", "session/prompt", prompt))
-        await peer.recv_until(
-            lambda m: (
-                m.get("params", {}).get("update", {}).get("sessionUpdate") == "agent_message_chunk"
-            )
-        )
-        params = {"sessionId": sid}
-        if method == "session/load":
-            params.update(cwd=str(tmp_path), mcpServers=[])
-        await peer.send(req("s-1", method, params))
-        answers: dict = {}
-        while len(answers) < 2:
-            msg, _ = await peer.recv_until(lambda m: m.get("id") in ("p-1", "s-1"), wait_s=30)
-            answers[msg["id"]] = msg
-    finally:
-        await peer.close()
-    assert answers["p-1"]["result"] == {"stopReason": "cancelled"}
-    assert "result" in answers["s-1"], answers["s-1"]
+    conn = agent.conn
+    sid = (await agent.new_session(tmp_path)).session_id
+    prompt = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("go")]))
+    await agent.client.wait_update(
+        lambda p: p["sessionId"] == sid and p["update"]["sessionUpdate"] == "agent_message_chunk"
+    )
+    params: dict = {"sessionId": sid}
+    if method == "session/load":
+        params.update(cwd=str(tmp_path), mcpServers=[])
+    # Answered with a result (an error reply would raise here).
+    await asyncio.wait_for(raw_request(conn, method, params), 30)
+    result = await asyncio.wait_for(prompt, 30)
+    assert result.stop_reason == "cancelled"
