@@ -30,7 +30,6 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from clio_acp.agent.memory_hooks import RouterMemoryClient
 from clio_acp.agent.recordings import FORMATS, RecordingFormatError
 from clio_acp.agent.replay import ReplayReport, replay_file
 from clio_acp.cli.argtypes import positive_int
@@ -163,6 +162,8 @@ async def _compare_pma(args: argparse.Namespace) -> int:
     router = _router(settings)
     factory = None
     if router is not None and router.memory_route is not None:
+        from clio_acp.agent.memory_hooks import RouterMemoryClient  # the LLM tier only
+
         client = RouterMemoryClient(router)
         factory = lambda _settings: client  # noqa: E731 - one client for the whole run
     try:
@@ -325,6 +326,8 @@ async def _run(args: argparse.Namespace) -> int:
     factory = None
     progress = _Progress(len(args.files))
     if router is not None and router.memory_route is not None:
+        from clio_acp.agent.memory_hooks import RouterMemoryClient  # the LLM tier only
+
         client = _CountingClient(RouterMemoryClient(router), progress)
         factory = lambda _settings: client  # noqa: E731 - one client for the whole run
         progress.llm = True
