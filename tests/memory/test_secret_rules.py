@@ -17,7 +17,12 @@ from clio_acp.memory.secret_rules import (
     load_ruleset,
     shannon_entropy,
 )
-from clio_acp.memory.secret_rules.anchors import leading_words
+from clio_acp.memory.secret_rules.anchors import (
+    anchored_finditer,
+    case_fold,
+    leading_words,
+    word_offsets,
+)
 from tests.support.secrets import corpus
 
 _KEYWORDS = sorted({keyword for rule in load_ruleset().rules for keyword in rule.keywords})
@@ -168,17 +173,34 @@ def _scanned(rule, text: str) -> list[tuple[int, int]]:
     return [m.span() for s, e in windows for m in rule.pattern.finditer(text, s, e)]
 
 
+def _anchored(rule, text: str) -> list[tuple[int, int]]:
+    offsets = word_offsets(case_fold(text), rule.start_words)
+    if not rule.is_template:
+        return [m.span() for m in anchored_finditer(rule.pattern, text, offsets, len(text))]
+    spans = []
+    for start, end in _keyword_windows(text, rule.keywords):
+        inside = [at for at in offsets if start <= at < end]
+        spans += [m.span() for m in anchored_finditer(rule.pattern, text, inside, end)]
+    return spans
+
+
 @settings(max_examples=500, deadline=None)
 @given(_rule_case())
 def test_rules_tried_at_their_start_words_find_what_a_full_scan_finds(case) -> None:
     rule, text = case
-    assert [m.span() for m in _matches(rule, text)] == _scanned(rule, text)
+    scanned = _scanned(rule, text)
+    if rule.start_words is not None:
+        assert _anchored(rule, text) == scanned
+    assert [m.span() for m in _matches(rule, text)] == scanned
 
 
 def test_corpus_findings_are_the_same_with_start_words() -> None:
     text = "\n".join(_CORPUS_PIECES)
     for rule in _RULES:
-        assert [m.span() for m in _matches(rule, text)] == _scanned(rule, text), rule.rule_id
+        scanned = _scanned(rule, text)
+        assert [m.span() for m in _matches(rule, text)] == scanned, rule.rule_id
+        if rule.start_words is not None:
+            assert _anchored(rule, text) == scanned, rule.rule_id
 
 
 def test_most_rules_are_tried_only_at_their_start_words() -> None:

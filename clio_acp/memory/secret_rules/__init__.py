@@ -37,7 +37,7 @@ from clio_acp.memory.secret_rules.anchors import (
     closing_paren,
     leading_words,
     pattern_start_words,
-    word_offsets,
+    word_offsets_up_to,
 )
 
 __all__ = [
@@ -367,25 +367,41 @@ def _matches(rule: SecretRule, text: str) -> Iterator[re.Match[str]]:
     """``rule.pattern.finditer(text)``; for template rules only on the lines holding a
     keyword (and the line after, for a value on the next line). Python's engine
     backtracks where Go's RE2 does not: scanning a 50 KB file with the template at
-    every offset costs ~100 ms, its keyword lines a few."""
+    every offset costs ~100 ms, its keyword lines a few.
+
+    Where the rule's start words are sparse (fewer than one per ``_CHARS_PER_ANCHOR``
+    characters scanned), the pattern is only tried at them (``anchors``); a pattern
+    ``re`` already skips to by its literal head, or dense start words, are scanned.
+    Both ways find the same matches."""
     assert rule.pattern is not None
     if not rule.is_template:
-        if rule.start_words is None:
+        offsets = _sparse_offsets(rule, text, len(text))
+        if offsets is None:
             yield from rule.pattern.finditer(text)
         else:
-            offsets = word_offsets(case_fold(text), rule.start_words)
             yield from anchored_finditer(rule.pattern, text, offsets, len(text))
         return
     windows = _keyword_windows(text, rule.keywords)
-    if rule.start_words is None:
-        for start, end in windows:
-            yield from rule.pattern.finditer(text, start, end)
-        return
-    # The template is case-insensitive: tried only where its keyword group can start.
-    offsets = word_offsets(case_fold(text), rule.start_words) if windows else []
+    offsets = _sparse_offsets(rule, text, sum(end - start for start, end in windows))
     for start, end in windows:
-        starts = offsets[bisect_left(offsets, start) : bisect_left(offsets, end)]
-        yield from anchored_finditer(rule.pattern, text, starts, end)
+        if offsets is None:
+            yield from rule.pattern.finditer(text, start, end)
+        else:
+            starts = offsets[bisect_left(offsets, start) : bisect_left(offsets, end)]
+            yield from anchored_finditer(rule.pattern, text, starts, end)
+
+
+_CHARS_PER_ANCHOR = 8
+# A pattern opening with a literal character: ``re`` finds its head by itself, fast.
+_LITERAL_HEAD = re.compile(r"[A-Za-z0-9_-]")
+
+
+def _sparse_offsets(rule: SecretRule, text: str, scanned: int) -> list[int] | None:
+    """Offsets of ``rule.start_words`` in ``text`` when worth trying one by one, else None."""
+    if not scanned or rule.start_words is None or _LITERAL_HEAD.match(rule.source):
+        return None
+    limit = scanned // _CHARS_PER_ANCHOR
+    return word_offsets_up_to(case_fold(text), rule.start_words, limit)
 
 
 def _keyword_windows(text: str, keywords: tuple[str, ...]) -> list[tuple[int, int]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import lru_cache
 
 __all__ = [
     "anchored_finditer",
@@ -20,6 +21,7 @@ __all__ = [
     "leading_words",
     "pattern_start_words",
     "word_offsets",
+    "word_offsets_up_to",
 ]
 
 # The non-ASCII characters a case-insensitive ``re`` pattern matches for an ASCII
@@ -27,11 +29,13 @@ __all__ = [
 _FOLD_TO_ASCII = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
 
 
+@lru_cache(maxsize=4)
 def case_fold(text: str) -> str:
     """``text`` lowercased, with ``İ ı ſ K`` (Kelvin sign) folded to ``i i s k``: the
     same length as ``text`` (U+0130 is the one character ``str.lower`` lengthens), and
     wherever a ``(?i)`` pattern matches an ASCII word in ``text``, that word lowercased
-    occurs at the same offset here."""
+    occurs at the same offset here. The last few results are kept: the vendored rules
+    ask for the same text one after another."""
     if text.isascii():
         return text.lower()
     return text.translate(_FOLD_TO_ASCII).lower()
@@ -39,11 +43,20 @@ def case_fold(text: str) -> str:
 
 def word_offsets(folded: str, words: tuple[str, ...]) -> list[int]:
     """Sorted offsets of ``folded`` at which one of ``words`` starts (overlaps included)."""
+    offsets = word_offsets_up_to(folded, words, len(folded))
+    assert offsets is not None  # no more offsets than characters
+    return offsets
+
+
+def word_offsets_up_to(folded: str, words: tuple[str, ...], limit: int) -> list[int] | None:
+    """``word_offsets``, or None as soon as there are more than ``limit`` of them."""
     offsets: set[int] = set()
     for word in words:
         at = folded.find(word)
         while at >= 0:
             offsets.add(at)
+            if len(offsets) > limit:
+                return None
             at = folded.find(word, at + 1)
     return sorted(offsets)
 
