@@ -27,6 +27,7 @@ __all__ = [
 # The non-ASCII characters a case-insensitive ``re`` pattern matches for an ASCII
 # character (CPython 3.11; ``tests/memory/test_redact_guards.py`` checks every code point).
 _FOLD_TO_ASCII = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+_FOLDED_CHARS = "\u0130\u0131\u017f\u212a"
 
 
 @lru_cache(maxsize=4)
@@ -36,7 +37,7 @@ def case_fold(text: str) -> str:
     wherever a ``(?i)`` pattern matches an ASCII word in ``text``, that word lowercased
     occurs at the same offset here. The last few results are kept: the vendored rules
     ask for the same text one after another."""
-    if text.isascii():
+    if text.isascii() or not any(char in text for char in _FOLDED_CHARS):
         return text.lower()
     return text.translate(_FOLD_TO_ASCII).lower()
 
