@@ -1,6 +1,6 @@
 """Plans (issue 21 item 3): the model keeps its plan with the ``todo_write`` tool and
 the client receives each version as a ``plan`` session update, with no permission
-question and nothing of task memory in it."""
+question and nothing of task memory in it. One agent for the module (``agent``)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,19 @@ import json
 import pytest
 from acp import text_block
 
-from tests.acp.conftest import start_session
-from tests.support.acp_client import RecordingClient, acp_agent
+from tests.acp.conftest import SharedAgent
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 
 def _plan(*items: tuple[str, str]) -> str:
     return json.dumps({"todos": [{"content": c, "status": s} for c, s in items]})
 
 
-async def test_todo_write_sends_plan_updates_to_the_client(model_server, workspace):
-    model_server.install_settings(memory=False)
+async def test_todo_write_sends_plan_updates_to_the_client(
+    agent: SharedAgent, model_server, workspace
+):
     model_server.push(
         Reply(
             tool_calls=[
@@ -35,11 +35,11 @@ async def test_todo_write_sends_plan_updates_to_the_client(model_server, workspa
         ),
         Reply(text="working on the fix"),
     )
-    client = RecordingClient(permission="reject_once")
-    async with acp_agent(client) as (conn, client, _proc):
-        new = await start_session(conn, workspace)
-        sid = new.session_id
-        result = await conn.prompt(session_id=sid, prompt=[text_block("fix the bug")])
+    agent.client.permission = "reject_once"
+    conn, client = agent.conn, agent.client
+    new = await agent.new_session(workspace)
+    sid = new.session_id
+    result = await conn.prompt(session_id=sid, prompt=[text_block("fix the bug")])
     assert result.stop_reason == "end_turn"
     assert client.permission_requests == []
     plans = client.updates("plan", sid)
@@ -52,14 +52,15 @@ async def test_todo_write_sends_plan_updates_to_the_client(model_server, workspa
     assert "Plan updated: 2 items" in model_server.bodies[1]["messages"][-1]["content"]
 
 
-async def test_a_bad_plan_is_an_error_for_the_model_and_sends_nothing(model_server, workspace):
-    model_server.install_settings(memory=False)
+async def test_a_bad_plan_is_an_error_for_the_model_and_sends_nothing(
+    agent: SharedAgent, model_server, workspace
+):
     model_server.push(
         Reply(tool_calls=[ToolCall("todo_write", json.dumps({"todos": [{"content": ""}]}))]),
         Reply(text="ok"),
     )
-    async with acp_agent() as (conn, client, _proc):
-        new = await start_session(conn, workspace)
-        await conn.prompt(session_id=new.session_id, prompt=[text_block("plan")])
+    conn, client = agent.conn, agent.client
+    new = await agent.new_session(workspace)
+    await conn.prompt(session_id=new.session_id, prompt=[text_block("plan")])
     assert client.updates("plan", new.session_id) == []
     assert "todos.0.content" in model_server.bodies[1]["messages"][-1]["content"]
