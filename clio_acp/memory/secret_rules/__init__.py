@@ -310,25 +310,52 @@ class KeywordScan:
     starting there, without consuming it, so ``findall`` reports one keyword per
     offset where any starts. Every keyword that occurs is a prefix of the longest
     keyword starting at the same offset, so ``prefixes`` (built once) completes the set.
+
+    No keyword holds a character outside ``runs``' class (space, quote, slash, colon
+    …), so the keywords of a text are those of its runs of keyword characters; a run
+    of up to ``_MEMO_RUN_CHARS`` is scanned once and remembered (status lines and
+    digests repeat their words), up to ``_MEMO_ENTRIES`` runs.
     """
 
     keywords: tuple[str, ...]
     pattern: re.Pattern[str]
     prefixes: dict[str, tuple[str, ...]]
+    runs: re.Pattern[str]
+    memo: dict[str, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def build(cls, keywords: tuple[str, ...]) -> KeywordScan:
         """Compile the scan for non-empty ``keywords`` (lowercase, as gitleaks lists them)."""
         prefixes = {k: tuple(other for other in keywords if k.startswith(other)) for k in keywords}
         pattern = re.compile("(?=(" + _prefix_tree_regex(keywords) + "))")
-        return cls(keywords, pattern, prefixes)
+        alphabet = "".join(sorted(set("".join(keywords))))
+        runs = re.compile("[" + re.escape(alphabet) + "]+")
+        return cls(keywords, pattern, prefixes, runs)
 
     def present(self, lowered: str) -> set[str]:
         """The keywords that occur in ``lowered`` (plain substring test, case as given)."""
         present: set[str] = set()
-        for longest in set(self.pattern.findall(lowered)):
-            present.update(self.prefixes[longest])
+        for run in self.runs.findall(lowered):
+            found = self.memo.get(run)
+            if found is None:
+                found = self._scan(run)
+                if len(run) <= _MEMO_RUN_CHARS:
+                    if len(self.memo) >= _MEMO_ENTRIES:
+                        self.memo.clear()
+                    self.memo[run] = found
+            if found:
+                present |= found
         return present
+
+    def _scan(self, text: str) -> frozenset[str]:
+        found: set[str] = set()
+        for longest in set(self.pattern.findall(text)):
+            found.update(self.prefixes[longest])
+        return frozenset(found)
+
+
+_MEMO_RUN_CHARS = 64
+_MEMO_ENTRIES = 8192
 
 
 def _prefix_tree_regex(words: tuple[str, ...]) -> str:
