@@ -120,6 +120,11 @@ _ASSIGNMENT = re.compile(
 _ASSIGNMENT_WORDS = ("key", "secret", "token", "passw", "credential")
 _ASSIGNMENT_GUARDS = (Guard(_ASSIGNMENT_WORDS, case_free=True), Guard((":", "=")))
 _EXTRA_NEEDLES = tuple(dict.fromkeys(n for shape in EXTRA_SHAPES for n in shape.needles))
+# The positions in ``EXTRA_SHAPES`` of the shapes each needle lets run.
+_EXTRA_BY_NEEDLE = {
+    needle: tuple(i for i, shape in enumerate(EXTRA_SHAPES) if needle in shape.needles)
+    for needle in _EXTRA_NEEDLES
+}
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 REDACTION_KINDS: tuple[str, ...] = (
@@ -216,12 +221,13 @@ def _assignments(text: str) -> tuple[str, int]:
 def _extra_shapes(text: str) -> tuple[str, int]:
     """``EXTRA_SHAPES`` in order: (text, replacements). Needles are looked up in the
     text as it was before the first of these passes; guards in the current text."""
-    count = 0
     lowered = text.lower()
-    present = {needle for needle in _EXTRA_NEEDLES if needle in lowered}
-    folded = case_fold(text)
-    for shape in EXTRA_SHAPES:
-        if present.isdisjoint(shape.needles) or not _admits(shape.guards, text, folded):
+    gated = {i for needle in _EXTRA_NEEDLES if needle in lowered for i in _EXTRA_BY_NEEDLE[needle]}
+    count = 0
+    folded = case_fold(text) if gated else lowered
+    for index in sorted(gated):
+        shape = EXTRA_SHAPES[index]
+        if not _admits(shape.guards, text, folded):
             continue
         text, n = _replace_spans(text, _secret_spans(shape.pattern, text), shape.kind)
         if n:
