@@ -448,9 +448,12 @@ def _strip_heredocs(command: str) -> str:
     return "\n".join(out)
 
 
-# One shell token: a word (quoted parts kept together) or an operator.
+# One shell token: a word (quoted parts kept together) or an operator. A word is a run
+# of plain characters, quoted parts and escapes; plain characters are taken a run at a
+# time (the alternative nearly every character needs comes first), a lone backslash
+# last (tests/memory/test_calls.py checks the one-character-at-a-time definition).
 _TOKEN = re.compile(
-    r"""(?:'[^']*'|"(?:\\.|[^"\\])*"|\\.|[^\s'"|&;()<>])+"""
+    r"""(?:[^\s'"|&;()<>\\]+|'[^']*'|"(?:\\.|[^"\\])*"|\\.|\\)+"""
     r"|&&|\|\||;;|\|&|&>>|&>|>>|>\||>&|<<<|<<-?|[|&;()<>]|['\"]"
 )
 _QUOTED = re.compile(r"'([^']*)'|\"((?:\\.|[^\"\\])*)\"")

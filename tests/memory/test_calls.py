@@ -518,3 +518,16 @@ def test_ascii_fold_keeps_length_word_characters_and_ascii(text):
     folded = _calls.ascii_fold(text)
     assert folded.isascii() and len(folded) == len(text)
     assert [bool(re.match(r"\w", c)) for c in folded] == [bool(re.match(r"\w", c)) for c in text]
+
+
+_TOKEN_BY_DEFINITION = __import__("re").compile(
+    r"""(?:'[^']*'|"(?:\\.|[^"\\])*"|\\.|[^\s'"|&;()<>])+"""
+    r"|&&|\|\||;;|\|&|&>>|&>|>>|>\||>&|<<<|<<-?|[|&;()<>]|['\"]"
+)
+
+
+@given(
+    st.lists(st.sampled_from([*"ab '\"\\|&;()<>\t$=-./\r", "\\'", "&&", ">>", "<<-"])).map("".join)
+)
+def test_shell_tokens_taken_a_run_at_a_time_match_the_definition(text):
+    assert _calls._TOKEN.findall(text) == _TOKEN_BY_DEFINITION.findall(text)
