@@ -180,22 +180,28 @@ def detect_format(path: Path) -> RecordingFormat:
     """Guess the format of ``path`` from its content.
 
     Raises ``RecordingFormatError`` when it matches none of the three formats."""
+    return _detect(path)[0]
+
+
+def _detect(path: Path) -> tuple[RecordingFormat, Any]:
+    """``detect_format`` and, for a ``.json`` file, the document it parsed to decide
+    (the loader takes it instead of parsing the file a second time), else None."""
     try:
         if path.suffix == ".json" or path.name.endswith(".traj.json"):
             data = json.loads(path.read_text(encoding="utf-8"))
             if isinstance(data, dict) and isinstance(data.get("messages"), list):
-                return "mini-swe-agent"
+                return "mini-swe-agent", data
         else:
             first = _first_json_line(path)
             if isinstance(first, dict) and isinstance(first.get("history"), list):
-                return "openhands"
+                return "openhands", None
             if isinstance(first, dict) and "memory_ops" in first:
                 raise RecordingFormatError(
                     f"{path}: this is a pma memory-agent log (trajectory_memory.steps.jsonl); "
                     "replay its sibling trajectory_agent.steps.jsonl instead"
                 )
             if isinstance(first, dict) and "step" in first and "tool_calls" in first:
-                return "pma"
+                return "pma", None
     except OSError as exc:
         raise RecordingFormatError(f"{path}: cannot read: {exc}") from exc
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
@@ -216,14 +222,17 @@ def load_recordings(path: Path, fmt: str = "auto") -> list[Recording]:
 
     Raises ``RecordingFormatError`` for an unknown format name, an undetectable file
     or a file that does not have the named format's shape."""
+    document = None
     if fmt == "auto":
-        fmt = detect_format(path)
+        fmt, document = _detect(path)
     loaders = {"mini-swe-agent": _load_mini, "openhands": _load_openhands, "pma": _load_pma}
     if fmt not in loaders:
         raise RecordingFormatError(
             f"unknown format {fmt!r}; choose one of auto, {', '.join(FORMATS)}"
         )
     try:
+        if document is not None:
+            return _load_mini(path, document)
         return loaders[fmt](path)
     except RecordingFormatError:
         raise
@@ -275,8 +284,10 @@ def _mini_output(observation: str) -> str:
     return f"{head}\n[{elided}]\n{tail}" if elided else head + tail
 
 
-def _load_mini(path: Path) -> list[Recording]:
-    data = json.loads(path.read_text(encoding="utf-8"))
+def _load_mini(path: Path, document: Any = None) -> list[Recording]:
+    """The one recording of a mini-swe-agent file (``document``: the file already
+    parsed by format detection)."""
+    data = json.loads(path.read_text(encoding="utf-8")) if document is None else document
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise RecordingFormatError(f"{path}: not a mini-swe-agent trajectory (no messages list)")
     messages = data["messages"]
