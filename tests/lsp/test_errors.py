@@ -9,6 +9,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
+from tests.lsp.conftest import raw_request
+
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
@@ -106,3 +108,28 @@ async def test_unknown_command_is_a_clear_error(client: LanguageClient, capfd):
     )
     err = capfd.readouterr().err
     assert "Traceback" not in err
+
+
+def _usage(client: LanguageClient):
+    return client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="clio.usage", arguments=[])
+    )
+
+
+async def test_request_with_malformed_params_gets_invalid_params_and_server_goes_on(
+    client: LanguageClient,
+):
+    with pytest.raises(JsonRpcException) as caught:
+        await raw_request(client, types.TEXT_DOCUMENT_CODE_ACTION, {"textDocument": {"uri": 3}})
+    assert caught.value.code == types.ErrorCodes.InvalidParams.value  # -32602
+    assert "sessionId" in await _usage(client)
+
+
+async def test_unknown_command_is_refused_without_stopping_the_server(client: LanguageClient):
+    with pytest.raises(JsonRpcException) as caught:
+        await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="clio.nope", arguments=[])
+        )
+    assert caught.value.code == types.ErrorCodes.InvalidParams.value
+    assert "clio.nope" in caught.value.message
+    assert "sessionId" in await _usage(client)

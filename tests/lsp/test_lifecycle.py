@@ -1,4 +1,6 @@
-"""LSP lifecycle over the wire (issue 8 item 7): shutdown, exit, editor death, errors.
+"""LSP lifecycle over the wire (issue 8 item 7): shutdown, exit, editor death, requests
+outside the initialized state. (Errors that leave the server running are in
+``test_errors.py``, on a shared server.)
 
 Each test drives a real ``clio-acp lsp`` subprocess and checks what the LSP 3.17 spec
 says must happen on the wire, where pygls 2.1.1 alone would do otherwise.
@@ -14,7 +16,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient, client_capabilities
 
-from tests.lsp.conftest import exit_code, initialize_params, raw_request
+from tests.lsp.conftest import exit_code, initialize_params
 
 pytestmark = pytest.mark.asyncio
 
@@ -78,25 +80,6 @@ async def test_end_of_input_without_exit_ends_the_process_with_code_1(client: La
     assert client._server is not None and client._server.stdin is not None
     client._server.stdin.close()
     assert await exit_code(client) == 1
-
-
-async def test_request_with_malformed_params_gets_invalid_params_and_server_goes_on(
-    client: LanguageClient,
-):
-    with pytest.raises(JsonRpcException) as caught:
-        await raw_request(client, types.TEXT_DOCUMENT_CODE_ACTION, {"textDocument": {"uri": 3}})
-    assert caught.value.code == types.ErrorCodes.InvalidParams.value  # -32602
-    assert "sessionId" in await _usage(client)
-
-
-async def test_unknown_command_is_refused_without_stopping_the_server(client: LanguageClient):
-    with pytest.raises(JsonRpcException) as caught:
-        await client.workspace_execute_command_async(
-            types.ExecuteCommandParams(command="clio.nope", arguments=[])
-        )
-    assert caught.value.code == types.ErrorCodes.InvalidParams.value
-    assert "clio.nope" in caught.value.message
-    assert "sessionId" in await _usage(client)
 
 
 async def test_initialize_advertises_every_clio_command_and_code_actions(
