@@ -252,6 +252,7 @@ def _forget_what_was_received(client: LanguageClient) -> None:
     client.diagnostics.clear()
     client.progress_reports.clear()
     client.answer = None  # type: ignore[attr-defined]
+    client.set_configuration({})  # what workspace/configuration answers
 
 
 async def configure(client: LanguageClient, **options: Any) -> None:

@@ -1,6 +1,8 @@
 """Configuration (issue 8 item 6): typed initializationOptions with defaults, invalid
 values reported with window/showMessage, didChangeConfiguration, and a
-workspace/configuration pull only when the client declares it."""
+workspace/configuration pull only when the client declares it. What ``initialize``
+does starts a server of its own; the ``didChangeConfiguration`` tests share one
+(``shared_client``), which begins each test with every option at its default."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pytest_lsp import LanguageClient, client_capabilities
 from tests.lsp.conftest import SHOW_MESSAGE, initialize_params, wait_for
 
 pytestmark = pytest.mark.asyncio
+SHARED = pytest.mark.asyncio(loop_scope="module")
 
 
 def _doc(workspace: Path) -> Path:
@@ -51,9 +54,11 @@ async def test_valid_initialization_options_are_applied(
     assert lsp.messages == []
 
 
+@SHARED
 async def test_did_change_configuration_applies_new_values_and_reports_bad_ones(
-    client: LanguageClient, workspace: Path
+    shared_client: LanguageClient, workspace: Path
 ):
+    client = shared_client
     await _show(client)
     assert _doc(workspace).exists()
     _doc(workspace).unlink()
@@ -94,7 +99,11 @@ async def test_configuration_is_not_pulled_when_the_client_does_not_declare_it(
     assert _doc(workspace).exists()
 
 
-async def test_empty_did_change_configuration_pulls_again(client: LanguageClient, workspace: Path):
+@SHARED
+async def test_empty_did_change_configuration_pulls_again(
+    shared_client: LanguageClient, workspace: Path
+):
+    client = shared_client
     await _show(client)
     _doc(workspace).unlink()
     client.set_configuration({"memoryDocument": False}, section="clio")
