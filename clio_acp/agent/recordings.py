@@ -216,12 +216,17 @@ _UNKNOWN = (
 )
 
 
-def load_recordings(path: Path, fmt: str = "auto") -> list[Recording]:
+def load_recordings(
+    path: Path, fmt: str = "auto", *, part: tuple[int, int] | None = None
+) -> list[Recording]:
     """Read ``path`` as ``fmt`` (``auto`` detects). One file gives one recording,
     except OpenHands output.jsonl, which gives one per instance line.
 
-    Raises ``RecordingFormatError`` for an unknown format name, an undetectable file
-    or a file that does not have the named format's shape."""
+    ``part`` = (i, k) reads the i-th of k interleaved shares of the file (``--jobs``
+    workers splitting one file): for OpenHands the instances whose ordinal is i modulo
+    k, for a one-recording format the recording in share 0 and nothing in the others;
+    a share may be empty. Raises ``RecordingFormatError`` for an unknown format name,
+    an undetectable file or a file that does not have the named format's shape."""
     document = None
     if fmt == "auto":
         fmt, document = _detect(path)
@@ -231,6 +236,10 @@ def load_recordings(path: Path, fmt: str = "auto") -> list[Recording]:
             f"unknown format {fmt!r}; choose one of auto, {', '.join(FORMATS)}"
         )
     try:
+        if fmt == "openhands":
+            return _load_openhands(path, part)
+        if part is not None and part[0] != 0:
+            return []
         if document is not None:
             return _load_mini(path, document)
         return loaders[fmt](path)
@@ -362,82 +371,90 @@ def _json_line(path: Path, line_no: int, line: str) -> Any:
         raise RecordingFormatError(f"{path}:{line_no}: not a JSON line: {exc}") from exc
 
 
-def _load_openhands(path: Path) -> list[Recording]:
+def _load_openhands(path: Path, part: tuple[int, int] | None = None) -> list[Recording]:
+    """One recording per instance line. ``part`` = (i, k) keeps the instance lines
+    whose 0-based ordinal among the non-blank lines is i modulo k (the others are not
+    parsed), for ``--jobs`` workers sharing one file."""
     recordings = []
     with path.open(encoding="utf-8") as handle:
+        ordinal = -1
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
                 continue
-            obj = _json_line(path, line_no, line)
-            if not isinstance(obj, dict) or not isinstance(obj.get("history"), list):
-                raise RecordingFormatError(
-                    f"{path}:{line_no}: not an OpenHands record (no history)"
-                )
-            name = str(obj.get("instance_id") or f"{path.stem}:{line_no}")
-            recording = Recording(path, "openhands", name)
-            observations = {
-                e.get("cause"): e
-                for e in obj["history"]
-                if isinstance(e, dict) and e.get("observation") and e.get("cause") is not None
-            }
-            index = 0
-            pending_user = ""
-            for event in obj["history"]:
-                if not isinstance(event, dict):
-                    continue
-                action = event.get("action")
-                if event.get("source") == "user" and action == "message":
-                    pending_user = str((event.get("args") or {}).get("content") or "")
-                    if not recording.task:
-                        task, scope = split_task("openhands", pending_user)
-                        recording.task, recording.task_constraints = task, scope
-                        pending_user = task_prompt(task, scope)
-                    continue
-                if event.get("source") != "agent" or action not in _OH_KINDS:
-                    continue
-                observation = observations.get(event.get("id"))
-                if observation is None:
-                    continue
-                index += 1
-                meta = event.get("tool_call_metadata") or {}
-                tool_name = str(meta.get("function_name") or action)
-                args = _oh_arguments(event)
-                if args is None:
-                    raw = event.get("args") or {}
-                    args = {k: v for k, v in raw.items() if k not in {"thought", "hidden"}}
-                content = str(observation.get("content") or "")
-                exit_code = None
-                meta_obs = (observation.get("extras") or {}).get("metadata") or {}
-                if isinstance(meta_obs.get("exit_code"), int):
-                    exit_code = meta_obs["exit_code"]
-                timed_out = exit_code == -1
-                if action == "run":
-                    is_error = exit_code != 0
-                    if timed_out:
-                        exit_code = None
-                else:
-                    is_error = observation.get("observation") == "error" or content.startswith(
-                        "ERROR:"
-                    )
-                turn = RecordedTurn(user_text=pending_user)
-                pending_user = ""
-                turn.calls.append(
-                    RecordedCall(
-                        index=index,
-                        tool_name=tool_name,
-                        args=args,
-                        output=content,
-                        exit_code=exit_code,
-                        is_error=is_error,
-                        kind=_OH_KINDS[action],
-                        timed_out=timed_out,
-                    )
-                )
-                recording.turns.append(turn)
-            recordings.append(recording)
-    if not recordings:
+            ordinal += 1
+            if part is not None and ordinal % part[1] != part[0]:
+                continue
+            recordings.append(_openhands_recording(path, line_no, line))
+    if not recordings and part is None:
         raise RecordingFormatError(f"{path}: no OpenHands records")
     return recordings
+
+
+def _openhands_recording(path: Path, line_no: int, line: str) -> Recording:
+    """The recording of one OpenHands instance line."""
+    obj = _json_line(path, line_no, line)
+    if not isinstance(obj, dict) or not isinstance(obj.get("history"), list):
+        raise RecordingFormatError(f"{path}:{line_no}: not an OpenHands record (no history)")
+    name = str(obj.get("instance_id") or f"{path.stem}:{line_no}")
+    recording = Recording(path, "openhands", name)
+    observations = {
+        e.get("cause"): e
+        for e in obj["history"]
+        if isinstance(e, dict) and e.get("observation") and e.get("cause") is not None
+    }
+    index = 0
+    pending_user = ""
+    for event in obj["history"]:
+        if not isinstance(event, dict):
+            continue
+        action = event.get("action")
+        if event.get("source") == "user" and action == "message":
+            pending_user = str((event.get("args") or {}).get("content") or "")
+            if not recording.task:
+                task, scope = split_task("openhands", pending_user)
+                recording.task, recording.task_constraints = task, scope
+                pending_user = task_prompt(task, scope)
+            continue
+        if event.get("source") != "agent" or action not in _OH_KINDS:
+            continue
+        observation = observations.get(event.get("id"))
+        if observation is None:
+            continue
+        index += 1
+        meta = event.get("tool_call_metadata") or {}
+        tool_name = str(meta.get("function_name") or action)
+        args = _oh_arguments(event)
+        if args is None:
+            raw = event.get("args") or {}
+            args = {k: v for k, v in raw.items() if k not in {"thought", "hidden"}}
+        content = str(observation.get("content") or "")
+        exit_code = None
+        meta_obs = (observation.get("extras") or {}).get("metadata") or {}
+        if isinstance(meta_obs.get("exit_code"), int):
+            exit_code = meta_obs["exit_code"]
+        timed_out = exit_code == -1
+        if action == "run":
+            is_error = exit_code != 0
+            if timed_out:
+                exit_code = None
+        else:
+            is_error = observation.get("observation") == "error" or content.startswith("ERROR:")
+        turn = RecordedTurn(user_text=pending_user)
+        pending_user = ""
+        turn.calls.append(
+            RecordedCall(
+                index=index,
+                tool_name=tool_name,
+                args=args,
+                output=content,
+                exit_code=exit_code,
+                is_error=is_error,
+                kind=_OH_KINDS[action],
+                timed_out=timed_out,
+            )
+        )
+        recording.turns.append(turn)
+    return recording
 
 
 # -- pma-tb2 (terminal keystrokes, no exit codes) ---------------------------------------

@@ -290,10 +290,11 @@ async def replay_file(
     *,
     client_factory: Callable[[MemorySettings], Any] | None = None,
     compact_every: int | None = None,
+    part: tuple[int, int] | None = None,
 ) -> list[ReplayReport]:
     """Load ``path`` (``RecordingFormatError`` for an unknown format) and replay each
-    recording in it."""
-    recordings = await asyncio.to_thread(load_recordings, path, fmt)
+    recording in it (``part``: one interleaved share, see ``load_recordings``)."""
+    recordings = await asyncio.to_thread(load_recordings, path, fmt, part=part)
     return [
         await replay_recording(
             r, settings, client_factory=client_factory, compact_every=compact_every

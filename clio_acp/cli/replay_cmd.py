@@ -208,11 +208,18 @@ async def _replay_here(
     memory: MemorySettings,
     factory: Any,
     compact_every: int | None,
+    part: tuple[int, int] | None = None,
 ) -> tuple[list[ReplayReport], str | None]:
-    """One file's reports, or the error line to print instead (unreadable file)."""
+    """One file's reports (or one interleaved share of them, ``part``), or the error
+    line to print instead (unreadable file)."""
     try:
         reports = await replay_file(
-            path, fmt, lambda: memory, client_factory=factory, compact_every=compact_every
+            path,
+            fmt,
+            lambda: memory,
+            client_factory=factory,
+            compact_every=compact_every,
+            part=part,
         )
     except RecordingFormatError as exc:
         return [], str(exc)
@@ -227,27 +234,63 @@ it replays (a loop per file would also start a thread per file for the file read
 
 
 def _replay_in_worker(
-    path: Path, fmt: str, memory: MemorySettings, compact_every: int | None
+    path: Path,
+    fmt: str,
+    memory: MemorySettings,
+    compact_every: int | None,
+    part: tuple[int, int] | None = None,
 ) -> tuple[list[ReplayReport], str | None]:
     """``_replay_here`` in a ``--jobs`` worker process (rules tier), on the worker's
     own long-lived event loop."""
     global _WORKER_LOOP
     if _WORKER_LOOP is None:
         _WORKER_LOOP = asyncio.new_event_loop()
-    return _WORKER_LOOP.run_until_complete(_replay_here(path, fmt, memory, None, compact_every))
+    return _WORKER_LOOP.run_until_complete(
+        _replay_here(path, fmt, memory, None, compact_every, part)
+    )
+
+
+def _many_instances(path: Path, fmt: str) -> bool:
+    """True when ``path`` looks like an OpenHands output.jsonl (one instance per line,
+    its first line holding a ``history``): such a file is shared out over the
+    ``--jobs`` workers instead of going to one. Only a cost decision: a file shared
+    out by mistake gives the same reports (``load_recordings`` ``part``)."""
+    if fmt not in ("auto", "openhands") or path.suffix == ".json":
+        return False
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            first = next((line for line in handle if line.strip()), "")
+    except OSError:
+        return False
+    return '"history"' in first
+
+
+def _interleaved(shares: list[list[ReplayReport]]) -> list[ReplayReport]:
+    """The reports of k interleaved shares back in file order (share i holds the
+    instances whose ordinal is i modulo k)."""
+    merged: list[ReplayReport] = []
+    k = len(shares)
+    while len(merged) < sum(len(s) for s in shares):
+        n = len(merged)
+        merged.append(shares[n % k][n // k])
+    return merged
 
 
 async def _replayed(
     args: argparse.Namespace, memory: MemorySettings, factory: Any, progress: _Progress
 ) -> AsyncIterator[tuple[Path, list[ReplayReport], str | None]]:
     """``(path, reports, error)`` per file, in the order given: here, or with
-    ``--jobs N`` fanned out over N processes (``concurrent.futures``). Each file is
-    replayed from a fresh middleware either way, so the reports are the same. The LLM
-    tier (a memory client) stays in this process."""
-    jobs = min(args.jobs, len(args.files))
+    ``--jobs N`` fanned out over N processes (``concurrent.futures``), a file of many
+    OpenHands instances shared out over all of them. Each recording is replayed from
+    a fresh middleware either way, so the reports are the same. The LLM tier (a
+    memory client) stays in this process."""
+    jobs = args.jobs
     if jobs > 1 and factory is not None:
         print("clio-acp replay: --jobs applies to the rules tier; one process", file=sys.stderr)
         jobs = 1
+    shared = {p for p in args.files if jobs > 1 and _many_instances(p, args.format)}
+    if not shared:
+        jobs = min(jobs, len(args.files))  # a worker per file at most
     if jobs <= 1:
         for path in args.files:
             progress.start(path)
@@ -256,18 +299,51 @@ async def _replayed(
             )
             yield path, reports, error
         return
+    async for item in _fanned_out(args, memory, jobs, shared, progress):
+        yield item
+
+
+async def _fanned_out(
+    args: argparse.Namespace,
+    memory: MemorySettings,
+    jobs: int,
+    shared: set[Path],
+    progress: _Progress,
+) -> AsyncIterator[tuple[Path, list[ReplayReport], str | None]]:
+    """``_replayed`` over a process pool of ``jobs`` workers; each file in ``shared``
+    goes out in ``jobs`` interleaved shares. A shared file whose share failed (or that
+    gave no instance at all) is replayed again here, so its error line is the one a
+    single process prints."""
     loop = asyncio.get_running_loop()
     with ProcessPoolExecutor(max_workers=jobs) as pool:
+
+        def submit(path: Path, part: tuple[int, int] | None) -> asyncio.Future[Any]:
+            return loop.run_in_executor(
+                pool, _replay_in_worker, path, args.format, memory, args.compact_every, part
+            )
+
         pending = [
-            loop.run_in_executor(
-                pool, _replay_in_worker, path, args.format, memory, args.compact_every
+            (
+                path,
+                [submit(path, (i, jobs)) for i in range(jobs)]
+                if path in shared
+                else [submit(path, None)],
             )
             for path in args.files
         ]
-        for path, future in zip(args.files, pending, strict=True):
+        for path, futures in pending:
             progress.start(path)
-            reports, error = await future
-            yield path, reports, error
+            results = [await future for future in futures]
+            if len(results) == 1:
+                yield path, *results[0]
+                continue
+            if any(error for _reports, error in results) or not any(r for r, _e in results):
+                yield (
+                    path,
+                    *(await _replay_here(path, args.format, memory, None, args.compact_every)),
+                )
+                continue
+            yield path, _interleaved([reports for reports, _error in results]), None
 
 
 class _Progress:

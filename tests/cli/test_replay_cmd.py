@@ -101,3 +101,57 @@ def test_jobs_report_is_byte_identical_to_serial_with_compactions(run_cli):
     assert fanned.stdout == serial.stdout
     lines = serial.stdout.splitlines()
     assert len(lines) == 4 and lines[0] == lines[2] and lines[1] == lines[3]
+
+
+def _many_instances_file(tmp_path, count=5, bad_line=None):
+    """An OpenHands output.jsonl with ``count`` instances (the shared run renamed),
+    optionally with a line that is not JSON at 1-based ``bad_line``."""
+    source = (TRAJ / "openhands-swebl-gpt5" / "output.jsonl").read_text(encoding="utf-8")
+    record = json.loads(next(line for line in source.splitlines() if line.strip()))
+    lines = []
+    for n in range(count):
+        record["instance_id"] = f"instance-{n}"
+        lines.append(json.dumps(record))
+    if bad_line is not None:
+        lines.insert(bad_line - 1, "{not json")
+    path = tmp_path / "output.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_jobs_share_one_file_of_many_instances_and_keep_its_order(run_cli, tmp_path):
+    path = _many_instances_file(tmp_path)
+    serial = run_cli("replay", "--json", str(path), timeout=300)
+    assert serial.returncode == 0, serial.stderr
+    instances = [json.loads(line)["instance"] for line in serial.stdout.splitlines()]
+    assert instances == [f"instance-{n}" for n in range(5)]
+    for jobs in ("2", "3"):
+        fanned = run_cli("replay", "--json", "--jobs", jobs, str(path), timeout=300)
+        assert fanned.returncode == 0, fanned.stderr
+        assert fanned.stdout == serial.stdout
+
+
+def test_a_bad_line_in_a_shared_file_is_reported_as_one_process_reports_it(run_cli, tmp_path):
+    path = _many_instances_file(tmp_path, bad_line=4)
+    serial = run_cli("replay", "--json", str(path), timeout=300)
+    fanned = run_cli("replay", "--json", "--jobs", "2", str(path), timeout=300)
+    assert serial.returncode == fanned.returncode == 1
+    assert fanned.stdout == serial.stdout == ""
+    assert ":4: not a JSON line" in serial.stderr
+    assert fanned.stderr.splitlines()[-1] == serial.stderr.splitlines()[-1]
+
+
+def test_a_many_instance_file_is_split_into_interleaved_shares(tmp_path):
+    from clio_acp.agent.recordings import load_recordings
+    from clio_acp.cli.replay_cmd import _interleaved, _many_instances
+
+    path = _many_instances_file(tmp_path, count=5)
+    assert _many_instances(path, "auto") and _many_instances(path, "openhands")
+    assert not _many_instances(path, "pma")
+    mini = TRAJ / "mini-swe-agent-gemini3-swebv" / "astropy__astropy-12907.traj.json"
+    assert not _many_instances(mini, "auto")
+    shares = [[r.name for r in load_recordings(path, part=(i, 3))] for i in range(3)]
+    assert shares == [["instance-0", "instance-3"], ["instance-1", "instance-4"], ["instance-2"]]
+    assert _interleaved(shares) == [f"instance-{n}" for n in range(5)]
+    # A one-recording file lives in share 0 only.
+    assert [len(load_recordings(mini, part=(i, 2))) for i in range(2)] == [1, 0]
