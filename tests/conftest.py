@@ -4,6 +4,8 @@
   (real trajectories and model responses are loaded from there, never copied).
 - ``isolated_dirs`` (autouse): every test gets its own data/state/config/cache roots
   through the ``CLIO_ACP_*_DIR`` variables, so no test touches the user's files.
+- ``interpreter_first_on_path`` (autouse, session): ``python3`` in shell commands is
+  the interpreter running the tests.
 - ``model_server``: a started scripted OpenAI-compatible server on loopback
   (``tests/support/model_server.py``: script replies, read recorded requests,
   ``install_settings()`` points the product's chat/memory roles at it).
@@ -35,6 +37,37 @@ from tests.support.model_server import ScriptedModelServer, running_server
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
 
+RUN_FIRST = (
+    "tests/session/test_embedded_turn.py",
+    "tests/eval/test_eval_cli.py",
+    "tests/models/test_embedded.py",
+)
+"""Modules that take longest in one piece (a real model's turns, the A/B matrix). They
+are collected first, so under ``-n 2 --dist loadscope`` (a module stays on one worker)
+they start at once instead of ending the run on one worker while the other idles."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    missing = [name for name in RUN_FIRST if not (REPO_ROOT / name).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py RUN_FIRST names missing modules: {missing}")
+    # xdist's loadscope sorts modules by their number of tests unless told not to;
+    # keep the collection order below (RUN_FIRST first).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Stable sort: ``RUN_FIRST`` modules in their listed order, then the rest as
+    collected."""
+    rank = {name: index for index, name in enumerate(RUN_FIRST)}
+
+    def key(item: pytest.Item) -> int:
+        return rank.get(item.nodeid.split("::", 1)[0], len(RUN_FIRST))
+
+    items.sort(key=key)
+
+
 hypothesis_settings.register_profile("clio", deadline=None, print_blob=True)
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "clio"))
 
@@ -47,6 +80,18 @@ def subprocess_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     if extra:
         env.update(extra)
     return env
+
+
+@pytest.fixture(autouse=True, scope="session")
+def interpreter_first_on_path() -> Iterator[None]:
+    """``python3`` in the shell commands tests run (tool calls, eval tasks, checks) is
+    the interpreter running the tests: its folder goes first on ``PATH``. Otherwise
+    CI's ``PATH`` finds a version manager's shim first (pyenv's costs ~0.5 s a call
+    under load), and a command could run another Python than the one under test."""
+    folder = str(Path(sys.executable).parent)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", folder + os.pathsep + os.environ.get("PATH", ""))
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -56,8 +56,10 @@ def test_readme_demo_calls_a_tool_and_ends_by_itself_in_4_of_5_seeds(tmp_path, r
     (workspace / "src").mkdir(parents=True)
     (workspace / "README.md").write_text("# project\n")
     (workspace / "src" / "main.py").write_text("print('hi')\n")
-    good, listings = [], []
+    good, bad, listings = [], [], []
     for seed in range(1, 6):
+        if len(good) >= 4 or len(bad) >= 2:  # the verdict over five seeds is known
+            break
         env["CLIO_ACP_SETTINGS_JSON"] = json.dumps({"chat": {"seed": seed}})
         result = run_cli(
             "run", "--mode", "plan", "--json", "--workspace", str(workspace), DEMO_PROMPT,
@@ -74,5 +76,7 @@ def test_readme_demo_calls_a_tool_and_ends_by_itself_in_4_of_5_seeds(tmp_path, r
         ):
             good.append(seed)
             listings.append("\n".join(e["output"] for e in finished))
-    assert len(good) >= 4, f"seeds that called a tool and ended: {good}"
+        else:
+            bad.append(seed)
+    assert len(good) >= 4, f"seeds that called a tool and ended: {good}; others: {bad}"
     assert any("README.md" in listing and "src/" in listing for listing in listings)
