@@ -38,8 +38,11 @@ from clio_acp.memory.calls import (
 
 __all__ = ["FACTS_CACHE_ENTRIES", "CallFacts", "call_facts", "call_paths", "clear_facts_cache"]
 
-FACTS_CACHE_ENTRIES = 4096
-FACTS_CACHE_MAX_CHARS = 16_384
+# Bounded in entries and in size per entry (a kept call also keeps its arguments, so a
+# long-lived server holds at most ~2048 × 2 × 4 KiB): commands and reads are short
+# (median 45 chars on the shared runs); a long here-document script is rarely rerun.
+FACTS_CACHE_ENTRIES = 2048
+FACTS_CACHE_MAX_CHARS = 4096
 _PATH_KEYS = ("path", "file_path", "paths")
 _UNSET: Any = object()
 
