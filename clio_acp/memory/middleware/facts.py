@@ -11,9 +11,12 @@ for what its reminder needs.
 ``call_facts`` returns the facts of a call, shared by every later call with the
 same tool name, canonical arguments, kind and workspace root (a session reruns its
 tests and rereads its files): a bounded LRU of ``FACTS_CACHE_ENTRIES`` entries, calls
-whose canonical text is over ``FACTS_CACHE_MAX_CHARS`` are not kept. Every fact is a
-pure function of the key (``tests/memory/middleware/test_facts.py`` checks cached
-against fresh facts on the shared recordings), so sharing never changes a decision.
+whose canonical text is over ``FACTS_CACHE_MAX_CHARS`` are not kept. For arguments
+as tools receive them (JSON values) every fact is a pure function of the key
+(``tests/memory/middleware/test_facts.py`` checks cached against fresh facts on the
+shared recordings and generated commands), so sharing never changes a decision.
+(Python-only values that canonicalise alike — a tuple and a list, a datetime and its
+ISO text — share a key, as they did in the cache this replaced.)
 """
 
 from __future__ import annotations
