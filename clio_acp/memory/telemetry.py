@@ -238,6 +238,9 @@ def bank_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> B
     only when ``content`` or ``createdAt`` differ; injection bumps are not writes."""
     counts: list[int] = []
     for kind in _DELTA_KINDS:
+        if before and after and before.get(kind) == after.get(kind):
+            counts += (0, 0, 0)  # the same entries, field for field: nothing written
+            continue
         old, new = _entry_keys(before, kind), _entry_keys(after, kind)
         if old == new:
             counts += (0, 0, 0)

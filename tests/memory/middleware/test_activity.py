@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from clio_acp.memory.middleware import activity
 from clio_acp.timestamps import format_timestamp, is_canonical_timestamp, parse_timestamp
 
@@ -26,3 +29,72 @@ def test_the_remembered_row_time_never_lets_a_bad_time_through():
         assert not telemetry._canonical_at(value)
         assert telemetry._canonical_at(good)  # remembered between the bad ones
     assert telemetry._canonical_at(good)
+
+
+def _delta_by_definition(before, after):
+    """§5 bankDelta as first written: per class, ids added/deleted, and updated when
+    content or createdAt differ."""
+    result = {}
+    for kind in ("status", "knowledge", "procedural"):
+
+        def entries(snapshot, kind=kind):
+            if not snapshot:
+                return {}
+            value = snapshot.get(kind)
+            if kind == "status":
+                return {value["id"]: value} if value else {}
+            return {e["id"]: e for e in value or []}
+
+        old, new = entries(before), entries(after)
+        result[kind] = {
+            "added": len(new.keys() - old.keys()),
+            "deleted": len(old.keys() - new.keys()),
+            "updated": sum(
+                1
+                for k in new.keys() & old.keys()
+                if (new[k].get("content"), new[k].get("createdAt"))
+                != (old[k].get("content"), old[k].get("createdAt"))
+            ),
+        }
+    return result
+
+
+_OPS = st.lists(
+    st.tuples(st.sampled_from(["save", "update", "delete", "cite", "status"]), st.integers(0, 5)),
+    max_size=8,
+)
+
+
+@settings(max_examples=40)
+@given(_OPS, _OPS, st.booleans())
+def test_bank_delta_equals_its_definition(first, second, full_snapshots):
+    from clio_acp.memory.bank import TaskMemoryBank
+    from clio_acp.memory.telemetry import bank_delta
+
+    bank = TaskMemoryBank(knowledge_cap=3, procedural_cap=3)
+
+    def apply(ops):
+        for op, n in ops:
+            ids = sorted(bank.ids())
+            if op == "save":
+                bank.save("knowledge" if n % 2 else "procedural", f"entry {n}", origin="rules")
+            elif op == "status":
+                bank.update_status(f"status {n}", origin="rules")
+            elif ids and op == "update":
+                entry = bank.get(ids[n % len(ids)])
+                if entry.kind != "status":
+                    bank.save(entry.kind, f"changed {n}", entry.id, origin="rules")
+            elif ids and op == "delete":
+                bank.delete_entry(ids[n % len(ids)])
+            elif ids and op == "cite":
+                bank.record_injection([ids[n % len(ids)]])
+
+    def view():
+        return bank.snapshot() if full_snapshots else bank.delta_view()
+
+    apply(first)
+    before = view()
+    apply(second)
+    after = view()
+    assert bank_delta(before, after).model_dump() == _delta_by_definition(before, after)
+    assert bank_delta(None, after).model_dump() == _delta_by_definition(None, after)
