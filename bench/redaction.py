@@ -2,6 +2,8 @@
 in the same run and on the same texts.
 
     python bench/redaction.py [--runs 7] [--json]
+    python bench/redaction.py --check 3000   # differential: redactor vs reference on
+                                             # N seeded random texts; exit 1 on a mismatch
 
 ``reference`` below is the engine before issue 18, kept here only: the same patterns
 in the same order, but ~240 ``keyword in text`` tests to pick the vendored rules,
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -196,6 +199,58 @@ def redactor(text: str) -> tuple[str, int]:
     return redact.redact_secrets_text(text, tally), tally.count
 
 
+_PIECES = (
+    "=", ":", " = ", "::", "=>", '"', "'", "\n", " ", "-", "_", ".", "/", "(", ")", "{",
+    "[redacted:jwt]", "\ue000\ue100", "\u0130", "\u017f", "\u212a", "\u0131", "…", "$", "&",
+    "?", ";", ",", "`", "://", "@", "password", "token", "secret", "api_key", "apikey",
+    "Authorization", "Bearer", "Basic", "login", "AccountKey", "Pwd", "MYSQL_PWD", "sig",
+)  # fmt: skip
+
+
+def random_text(rng: random.Random, words: list[str], secrets: list[str]) -> str:
+    """Rule words, secret-flavoured names, separators, token-like runs, corpus secrets
+    and odd characters glued together, in random case."""
+    out = []
+    for _ in range(rng.randint(1, 40)):
+        roll = rng.random()
+        if roll < 0.25:
+            piece = rng.choice(words)
+        elif roll < 0.6:
+            piece = rng.choice(_PIECES)
+        elif roll < 0.8:
+            piece = "".join(
+                rng.choice("abcdefABCDEF0123456789xyzXYZ_-+/=.") for _ in range(rng.randint(4, 60))
+            )
+        elif roll < 0.9:
+            piece = rng.choice(secrets)
+        else:
+            piece = "".join(chr(rng.randint(32, 0x2200)) for _ in range(rng.randint(1, 5)))
+        case = rng.random()
+        out.append(piece.upper() if case < 0.2 else piece.title() if case < 0.3 else piece)
+    return "".join(out)
+
+
+def check(count: int) -> int:
+    """Redactor vs reference on ``count`` random texts (seed 18): mismatches found."""
+    rng = random.Random(18)
+    rules = load_ruleset().rules
+    words = sorted({w for r in rules for w in (*r.keywords, *(r.start_words or ()))})
+    secrets = [
+        row["text"]
+        for row in json.loads((ROOT / "tests/data/secrets/corpus.json").read_text("utf-8"))[
+            "formats"
+        ]
+    ]
+    mismatches = 0
+    for _ in range(count):
+        text = random_text(rng, words, secrets)
+        if redactor(text) != reference(text):
+            mismatches += 1
+            print(f"mismatch: {text!r}", file=sys.stderr)
+    print(f"{count} random texts, {mismatches} mismatches")
+    return mismatches
+
+
 def _median_us_per_kb(fn: Callable[[str], object], text: str, runs: int) -> float:
     fn(text)  # warm: lazy compiles
     reps = max(1, int(40_000 / max(len(text), 100)))
@@ -212,7 +267,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--check", type=int, default=0, metavar="N")
     args = parser.parse_args()
+    if args.check:
+        return 1 if check(args.check) else 0
     rows = {}
     for name, text in inputs().items():
         fast = _median_us_per_kb(redactor, text, args.runs)

@@ -208,6 +208,11 @@ def test_most_rules_are_tried_only_at_their_start_words() -> None:
     assert sum(rule.start_words is None for rule in _RULES) <= 15
     (generic,) = [rule for rule in _RULES if rule.rule_id == "generic-api-key"]
     assert set(generic.start_words) >= {"access", "api", "passw", "token"}
+    # A template's pattern can hold a second top-level branch after its keyword group.
+    (atlassian,) = [rule for rule in _RULES if rule.rule_id == "atlassian-api-token"]
+    assert "atatt3" in atlassian.start_words
+    text = "JIRA_API_TOKEN=ATATT3" + "xFfGF0QyR29I3SA324xe7TQO" * 8 + " and more"
+    assert _anchored(atlassian, text) == _scanned(atlassian, text) != []
     (vault,) = [rule for rule in _RULES if rule.rule_id == "vault-service-token"]
     assert vault.start_words == ("hvs.", "s.")
     assert leading_words(r"snyk[_.-]?(?:api)?key|(?-i:[Aa]pi|API)") == ("snyk", "api")

@@ -34,8 +34,6 @@ from typing import Any
 from clio_acp.memory.secret_rules.anchors import (
     anchored_finditer,
     case_fold,
-    closing_paren,
-    leading_words,
     pattern_start_words,
     word_offsets_up_to,
 )
@@ -226,13 +224,12 @@ class SecretRule:
     @cached_property
     def start_words(self) -> tuple[str, ...] | None:
         """Lowercase words one of which starts every match of ``pattern`` (case-folded;
-        ``anchors``): a template rule's keyword group, another rule's literal head
-        (``\\b(ghp_…`` → ``ghp_``); None where that reader does not follow the pattern."""
+        ``anchors``): a template rule's keyword group (and any other top-level branch:
+        ``…|\\b(ATATT3…``), another rule's literal head (``\\b(ghp_…`` → ``ghp_``);
+        None where that reader does not follow the pattern."""
         if not self.is_template:
             return pattern_start_words(self.source)
-        group = "(" + self.source[len(_KEYWORD_TEMPLATE_PREFIX) :]
-        close = closing_paren(group, 0)
-        return leading_words(group[1:close]) if close is not None else None
+        return pattern_start_words("(?i)(?:" + self.source[len(_KEYWORD_TEMPLATE_PREFIX) :])
 
     def secret_span(self, match: re.Match[str]) -> tuple[int, int] | None:
         """The span gitleaks reports as the secret: ``secretGroup``, else the first
