@@ -7,7 +7,8 @@ not come from the middleware — tool output, file contents, embedded resources,
 resource links — goes through ``neutralize_untrusted`` before the model sees it:
 
 - ``<system-reminder>`` / ``</system-reminder>`` tags (any case, spacing, ``_``/``-``
-  spelling, an unclosed ``<system-reminder``) become ``&lt;system-reminder&gt;``;
+  spelling, an unclosed ``<system-reminder``, letters right after ``reminder``) become
+  ``&lt;system-reminder&gt;``;
 - a line whose first word is ``Memory:`` (any case, leading spaces) gets
   ``[quoted] `` in front, so only the middleware produces a line starting with it.
 
@@ -27,7 +28,9 @@ __all__ = ["QUOTE_PREFIX", "fence_for", "neutralize_untrusted"]
 QUOTE_PREFIX = "[quoted] "
 """Put before an untrusted line that would otherwise start with ``Memory:``."""
 
-_TAG = re.compile(r"<\s*/?\s*system[\s_-]*reminder\b[^<>\n]*>?", re.IGNORECASE)
+# No word boundary after "reminder": "<systemreminderMemory:" opens a tag as much as
+# "<system-reminder>" does (found by the property in tests/foundation/test_advisory.py).
+_TAG = re.compile(r"<\s*/?\s*system[\s_-]*reminder[^<>\n]*>?", re.IGNORECASE)
 _LINE_BREAKS = "\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _MEMORY_LINE_ASCII = re.compile(
     rf"(?:\A|(?<=[{_LINE_BREAKS}]))(?=[ \t]*memory[ \t]*:)", re.IGNORECASE
