@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from clio_acp.memory.secret_rules import shannon_entropy
+from clio_acp.memory.secret_rules.anchors import pattern_start_words
 
 __all__ = [
     "EXTRA_SHAPES",
@@ -69,18 +70,9 @@ QUOTED_ASSIGNMENT = re.compile(
     r"(?i)" + _SECRET_NAME + r"[\"']?\s*(?::=|=>|[:=])\s*(?P<q>[\"'])"
     r"(?P<secret>(?:(?!(?P=q))[^\n\\\ue000]|\\.){8,256})(?P=q)"
 )
-# Every ``QUOTED_ASSIGNMENT`` match starts where one of these words does (any case)…
-QUOTED_ASSIGNMENT_STARTS = (
-    "api",
-    "secret",
-    "token",
-    "pass",
-    "pwd",
-    "credential",
-    "auth",
-    "private",
-    "access",
-)
+# Every ``QUOTED_ASSIGNMENT`` match starts where one of these words does (any case;
+# read from the pattern: api, apikey, secret, token, passw, pwd, pass, …)…
+QUOTED_ASSIGNMENT_STARTS: tuple[str, ...] = pattern_start_words(QUOTED_ASSIGNMENT.pattern) or ()
 # … and holds a word of ``_SECRET_NAME``, a separator and a quote.
 QUOTED_ASSIGNMENT_GUARDS = (
     Guard(("key", "secret", "token", "pass", "pwd", "credential", "auth"), case_free=True),

@@ -165,3 +165,9 @@ def test_redaction_of_odd_case_letters_is_unchanged() -> None:
         "pa\u017f\u017fword = '[redacted:assignment]'"
     )
     assert redact.redact_secrets_text("\u212aEY=abcdefghij") == "\u212aEY=abcdefghij"
+
+
+def test_quoted_assignment_starts_are_read_from_its_pattern() -> None:
+    starts = set(QUOTED_ASSIGNMENT_STARTS)
+    assert starts >= {"api", "secret", "token", "pass", "pwd", "credential", "auth", "access"}
+    assert "private" in starts
