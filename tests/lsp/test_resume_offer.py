@@ -124,7 +124,7 @@ async def test_late_answer_after_a_session_change_is_ignored(
     async def _slow_user(params: types.ShowMessageRequestParams):
         asked.set()
         try:
-            await asyncio.sleep(60)
+            await asyncio.Event().wait()  # no answer until the server withdraws the question
         except asyncio.CancelledError:
             await answer_now.wait()
         return types.MessageActionItem(title="Seed")
