@@ -53,13 +53,19 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(\[])")
 _CONSOLE = re.compile(r"^\s*(?:>>>|\.\.\.\s|\$ |File \"|Traceback \(|at [\w.$]+\()")
 
 
+_NOT_KEY = re.compile(r"[^0-9a-z]+")
+_SPACES = re.compile(r"\s+")
+# Characters that make a line look like code, deleted in one pass to count them.
+_CODE_SYMBOLS = str.maketrans("", "", "{}();=<>[]`")
+
+
 def requirement_key(text: str) -> str:
     """The de-duplication key: lowercase letters and digits only."""
-    return re.sub(r"[^0-9a-z]+", "", text.lower())
+    return _NOT_KEY.sub("", text.lower())
 
 
 def _clean(text: str) -> str:
-    text = re.sub(r"\s+", " ", text).strip(" -*•#>\t")
+    text = _SPACES.sub(" ", text).strip(" -*•#>\t")
     text = text.strip("*_ ").strip()
     text = redact_secrets_text(text)
     if len(text) > REQUIREMENT_MAX_CHARS:
@@ -70,7 +76,7 @@ def _clean(text: str) -> str:
 def _looks_like_code(line: str) -> bool:
     if _CONSOLE.match(line):
         return True
-    symbols = sum(line.count(c) for c in "{}();=<>[]`")
+    symbols = len(line) - len(line.translate(_CODE_SYMBOLS))
     return symbols >= 6 and symbols > len(line) / 12
 
 
@@ -142,6 +148,8 @@ def _paragraphs(lines: list[str], skip: set[int]) -> list[tuple[int, str]]:
 def _cue_sentences(lines: list[str], skip: set[int]) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     for number, paragraph in _paragraphs(lines, skip):
+        if not _CUE.search(paragraph):
+            continue  # a cue in one of its sentences is a cue in the paragraph
         for sentence in _SENTENCE_END.split(paragraph):
             sentence = sentence.strip()
             if len(sentence) < _MIN_CHARS or sentence.endswith("?"):

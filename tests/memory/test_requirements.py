@@ -60,3 +60,35 @@ def test_secrets_are_redacted():
 def test_blank_text_gives_nothing():
     assert extract_requirements("") == []
     assert extract_requirements("Nothing to see here.") == []
+
+
+# -- shortcuts that must equal their definitions (issue 18 part 3) ----------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from clio_acp.memory import requirements as _req  # noqa: E402
+
+_PIECES = st.sampled_from(
+    ["You must keep it.", "Never edit tests", "only", "x = f(a)[0];", "{", "`", "\n", " ",
+     "\n\n", "- item", "Requirements:", "Should we?", "ONLY this. ", "Make sure", "é", "ok."]
+)  # fmt: skip
+
+
+@given(st.lists(_PIECES, max_size=14).map("".join))
+def test_code_symbol_count_and_cue_precheck_match_their_definitions(text):
+    for line in text.split("\n"):
+        symbols = sum(line.count(c) for c in "{}();=<>[]`")
+        assert _req._looks_like_code(line) == bool(
+            _req._CONSOLE.match(line) or (symbols >= 6 and symbols > len(line) / 12)
+        )
+    lines = _req._lines(text)
+    by_definition = [
+        (number, sentence.strip())
+        for number, paragraph in _req._paragraphs(lines, set())
+        for sentence in _req._SENTENCE_END.split(paragraph)
+        if len(sentence.strip()) >= _req._MIN_CHARS
+        and not sentence.strip().endswith("?")
+        and _req._CUE.search(sentence.strip())
+    ]
+    assert _req._cue_sentences(lines, set()) == by_definition
