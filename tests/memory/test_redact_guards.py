@@ -82,7 +82,7 @@ def _old_quoted(text: str) -> tuple[str, int]:
     return QUOTED_ASSIGNMENT.sub(_replace, text), count
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(_TEXTS)
 def test_anchored_assignment_passes_equal_a_full_scan(text: str) -> None:
     folded = case_fold(text)
@@ -111,7 +111,7 @@ def _assert_guards_admit(text: str) -> None:
         assert _LONG_RUN.search(text) and _LONG_SEGMENT.search(text)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(_TEXTS)
 def test_a_guard_never_skips_a_pass_that_would_match(text: str) -> None:
     _assert_guards_admit(text)

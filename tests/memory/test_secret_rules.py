@@ -55,7 +55,7 @@ def _naive_candidates(lowered: str) -> list[str]:
     return [r.rule_id for r in load_ruleset().rules if any(k in lowered for k in r.keywords)]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(_TEXTS)
 def test_one_scan_selects_exactly_the_rules_a_substring_test_per_keyword_selects(
     text: str,
@@ -184,7 +184,7 @@ def _anchored(rule, text: str) -> list[tuple[int, int]]:
     return spans
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(_rule_case())
 def test_rules_tried_at_their_start_words_find_what_a_full_scan_finds(case) -> None:
     rule, text = case
@@ -229,7 +229,7 @@ _STOPWORDS = sorted(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     st.lists(
         st.one_of(
