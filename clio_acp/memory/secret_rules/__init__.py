@@ -398,6 +398,8 @@ def _matches(rule: SecretRule, text: str) -> Iterator[re.Match[str]]:
     ``re`` already skips to by its literal head, or dense start words, are scanned.
     Both ways find the same matches."""
     assert rule.pattern is not None
+    if rule.start_words is not None and not _holds_any(case_fold(text), rule.start_words):
+        return  # no match can start anywhere
     if not rule.is_template:
         offsets = _sparse_offsets(rule, text, len(text))
         if offsets is None:
@@ -413,6 +415,13 @@ def _matches(rule: SecretRule, text: str) -> Iterator[re.Match[str]]:
         else:
             starts = offsets[bisect_left(offsets, start) : bisect_left(offsets, end)]
             yield from anchored_finditer(rule.pattern, text, starts, end)
+
+
+def _holds_any(folded: str, words: tuple[str, ...]) -> bool:
+    for word in words:
+        if word in folded:
+            return True
+    return False
 
 
 _CHARS_PER_ANCHOR = 8
