@@ -1,5 +1,8 @@
 """Raw-wire behaviour of ``clio-acp acp``: malformed frames, files as stdio, stdout
-protection, ``$/cancel_request`` (issue 7 items 1 and 8)."""
+protection, ``$/cancel_request`` (issue 7 items 1 and 8).
+
+A malformed line might end a process, so each gets an agent of its own; well-formed
+requests the agent must refuse share one (``wire``), each test with its own ids."""
 
 from __future__ import annotations
 
@@ -8,15 +11,18 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+import pytest_asyncio
 from acp.connection import Connection
 from acp.router import MessageRouter, Route
 
 from clio_acp.acp.requests import RequestTracker
 from clio_acp.acp.server import REQUEST_CANCELLED
 from clio_acp.acp.transport import LineTransport, scrub_surrogates
-from tests.acp.conftest import init_new
+from tests.acp.conftest import DIR_NAMES, init_new
 from tests.conftest import subprocess_env
 from tests.support.acp_client import RawPeer
 from tests.support.model_server import Reply
@@ -71,31 +77,39 @@ async def test_invalid_frame_with_a_usable_id_is_answered_under_that_id():
         await peer.close()
 
 
-async def test_unknown_method_is_method_not_found_not_a_fake_success():
-    peer = await RawPeer.start()
-    try:
-        await peer.send(INIT)
-        await peer.recv()
-        await peer.send({"jsonrpc": "2.0", "id": 2, "method": "session/set_model", "params": {}})
-        reply = await peer.recv()
-        assert reply["error"]["code"] == -32601
-        await peer.send({"jsonrpc": "2.0", "id": 3, "method": "_unknown/ext", "params": {}})
-        assert (await peer.recv())["error"]["code"] == -32601
-    finally:
-        await peer.close()
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def wire(tmp_path_factory) -> AsyncIterator[RawPeer]:
+    """One initialized agent for the module, in folders of its own."""
+    home = tmp_path_factory.mktemp("wire-home")
+    peer = await RawPeer.start(
+        env={f"CLIO_ACP_{name.upper()}_DIR": str(home / name) for name in DIR_NAMES}
+    )
+    await peer.send({**INIT, "id": "wire-init"})
+    await peer.recv_until(lambda m: m.get("id") == "wire-init")
+    yield peer
+    await peer.close()
 
 
-async def test_blank_lines_and_unknown_fields_are_tolerated():
-    peer = await RawPeer.start()
-    try:
-        await peer.send_line("")
-        await peer.send_line("   ")
-        params = {"protocolVersion": 1, "clientInfo": None, "futureField": {"a": 1}}
-        await peer.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
-        answer = await peer.recv()
-        assert answer["result"]["agentInfo"]["name"] == "clio-acp"
-    finally:
-        await peer.close()
+async def _ask(peer: RawPeer, rid: str, method: str, params: Any) -> dict:
+    await peer.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+    reply, _ = await peer.recv_until(lambda m: m.get("id") == rid)
+    return reply
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_unknown_method_is_method_not_found_not_a_fake_success(wire):
+    reply = await _ask(wire, "unknown-1", "session/set_model", {})
+    assert reply["error"]["code"] == -32601
+    assert (await _ask(wire, "unknown-2", "_unknown/ext", {}))["error"]["code"] == -32601
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_blank_lines_and_unknown_fields_are_tolerated(wire):
+    await wire.send_line("")
+    await wire.send_line("   ")
+    params = {"protocolVersion": 1, "clientInfo": None, "futureField": {"a": 1}}
+    answer = await _ask(wire, "blank-1", "initialize", params)
+    assert answer["result"]["agentInfo"]["name"] == "clio-acp"
 
 
 def test_regular_files_work_as_stdin_and_stdout(tmp_path):
@@ -249,27 +263,13 @@ async def test_after_response_callback_runs_after_the_response_is_written():
             os.close(fd)
 
 
-async def test_line_separators_in_a_reply_are_escaped_on_the_wire(tmp_path):
+@pytest.mark.asyncio(loop_scope="module")
+async def test_line_separators_in_a_reply_are_escaped_on_the_wire(wire):
     """Issue 21: U+2028/U+2029 go out as ``\\u2028``/``\\u2029`` (newer Node readline
     splits lines on the raw characters)."""
-    peer = await RawPeer.start()
-    try:
-        await peer.send(
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
-        )
-        await peer.recv_until(lambda m: m.get("id") == 1)
-        await peer.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "session/list",
-                "params": {"cwd": "rel\u2028\u2029"},
-            }
-        )
-        reply, _ = await peer.recv_until(lambda m: m.get("id") == 2)
-    finally:
-        await peer.close()
-    raw = b"".join(peer.lines)
+    start = len(wire.lines)
+    reply = await _ask(wire, "separators-1", "session/list", {"cwd": "rel\u2028\u2029"})
+    raw = b"".join(wire.lines[start:])
     assert "\u2028".encode() not in raw and "\u2029".encode() not in raw
     assert b"\\u2028" in raw
     assert reply["error"]["code"] == -32602
@@ -283,24 +283,10 @@ async def test_line_separators_in_a_reply_are_escaped_on_the_wire(tmp_path):
         ("session/prompt", {"sessionId": "s", "prompt": "hi"}, "prompt"),
     ],
 )
-async def test_bad_params_are_minus_32602_naming_the_field(method, params, field):
+@pytest.mark.asyncio(loop_scope="module")
+async def test_bad_params_are_minus_32602_naming_the_field(wire, method, params, field):
     """Issue 21: a missing or mis-typed field is ``-32602`` that names it (not -32603)."""
-    peer = await RawPeer.start()
-    try:
-        if method != "initialize":
-            await peer.send(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {"protocolVersion": 1},
-                }
-            )
-            await peer.recv_until(lambda m: m.get("id") == 0)
-        await peer.send({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-        reply, _ = await peer.recv_until(lambda m: m.get("id") == 1)
-    finally:
-        await peer.close()
+    reply = await _ask(wire, f"bad-{method}", method, params)
     assert reply["error"]["code"] == -32602, reply
     assert field in json.dumps(reply["error"]), reply
 
