@@ -1,5 +1,7 @@
 """ACP ``session/cancel`` and ``$/cancel_request`` on a prompt: the model stream and
-a running command stop, the prompt answers ``cancelled``."""
+a running command stop, the prompt answers ``cancelled``. The SDK-client tests share
+one agent whose client offers every tool (``agent``); the raw-wire ones start their
+own."""
 
 from __future__ import annotations
 
@@ -9,50 +11,53 @@ import json
 import pytest
 from acp import text_block
 
-from tests.acp.conftest import ALL_TOOLS, init_new, req, start_session
-from tests.support.acp_client import RawPeer, acp_agent
+from tests.acp.conftest import ALL_TOOLS, SharedAgent, init_new, req
+from tests.support.acp_client import RawPeer
 from tests.support.model_server import Reply, ToolCall
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+
+
+@pytest.fixture(scope="module")
+def agent_capabilities():
+    return ALL_TOOLS
 
 
 async def test_cancel_stops_a_running_terminal_command_and_answers_cancelled(
-    model_server, workspace
+    agent: SharedAgent, model_server, workspace
 ):
-    model_server.install_settings(memory=False)
     args = json.dumps({"command": "sleep 30"})
     model_server.push(Reply(tool_calls=[ToolCall("run_command", args)]))
-    async with acp_agent() as (conn, client, _proc):
-        new = await start_session(conn, workspace, ALL_TOOLS)
-        sid = new.session_id
-        await conn.set_session_mode(session_id=sid, mode_id="bypass")
-        turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("sleep")]))
-        await client.wait_update(lambda p: p["update"].get("sessionUpdate") == "tool_call")
-        await wait_until(lambda: client.terminal_log, timeout_s=5)
-        await conn.cancel(session_id=sid)
-        result = await asyncio.wait_for(turn, 20)
+    conn, client = agent.conn, agent.client
+    new = await agent.new_session(workspace)
+    sid = new.session_id
+    await conn.set_session_mode(session_id=sid, mode_id="bypass")
+    turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("sleep")]))
+    await client.wait_update(lambda p: p["update"].get("sessionUpdate") == "tool_call")
+    await wait_until(lambda: client.terminal_log, timeout_s=5)
+    await conn.cancel(session_id=sid)
+    result = await asyncio.wait_for(turn, 20)
     assert result.stop_reason == "cancelled"
     assert "kill term-1" in client.terminal_log
     assert client.terminal_log[-1] == "release term-1"
 
 
-async def test_cancel_during_model_stream_answers_cancelled(model_server, workspace):
-    model_server.install_settings(memory=False)
+async def test_cancel_during_model_stream_answers_cancelled(
+    agent: SharedAgent, model_server, workspace
+):
     model_server.push(Reply(text=["slow "] * 200, chunk_delay=0.05))
-    async with acp_agent() as (conn, client, _proc):
-        new = await start_session(conn, workspace)
-        sid = new.session_id
-        turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("go")]))
-        await client.wait_update(
-            lambda p: p["update"].get("sessionUpdate") == "agent_message_chunk"
-        )
-        await conn.cancel(session_id=sid)
-        result = await asyncio.wait_for(turn, 20)
-        streamed = len(client.updates("agent_message_chunk", sid))
-        # the session goes on after a cancel
-        model_server.push(Reply(text="again"))
-        again = await conn.prompt(session_id=sid, prompt=[text_block("again")])
+    conn, client = agent.conn, agent.client
+    new = await agent.new_session(workspace)
+    sid = new.session_id
+    turn = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("go")]))
+    await client.wait_update(lambda p: p["update"].get("sessionUpdate") == "agent_message_chunk")
+    await conn.cancel(session_id=sid)
+    result = await asyncio.wait_for(turn, 20)
+    streamed = len(client.updates("agent_message_chunk", sid))
+    # the session goes on after a cancel
+    model_server.push(Reply(text="again"))
+    again = await conn.prompt(session_id=sid, prompt=[text_block("again")])
     assert result.stop_reason == "cancelled"
     assert streamed < 200
     assert again.stop_reason == "end_turn"

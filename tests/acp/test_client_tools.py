@@ -1,5 +1,7 @@
 """The client's ``fs/*`` and ``terminal/*`` methods as the tool host: reads see
-unsaved buffers, commands run in client terminals that are always released."""
+unsaved buffers, commands run in client terminals that are always released. The
+first two tests share one agent whose client offers every tool (``agent``); the
+capped-stream test runs commands in the agent, so it starts one without them."""
 
 from __future__ import annotations
 
@@ -9,20 +11,27 @@ import pytest
 from acp import text_block
 
 from clio_acp.acp.hosting import STREAM_CAP_CHARS, STREAM_CUT_NOTE
-from tests.acp.conftest import ALL_TOOLS, start_session
-from tests.support.acp_client import RecordingClient, acp_agent
+from tests.acp.conftest import ALL_TOOLS, SharedAgent, start_session
+from tests.support.acp_client import acp_agent
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 
-async def test_commands_run_in_a_client_terminal_that_is_always_released(model_server, workspace):
-    model_server.install_settings(memory=False)
+@pytest.fixture(scope="module")
+def agent_capabilities():
+    return ALL_TOOLS
+
+
+async def test_commands_run_in_a_client_terminal_that_is_always_released(
+    agent: SharedAgent, model_server, workspace
+):
     args = json.dumps({"command": "echo from-terminal"})
     model_server.push(Reply(tool_calls=[ToolCall("run_command", args)]), Reply(text="ran"))
-    async with acp_agent(RecordingClient(permission="allow_once")) as (conn, client, _proc):
-        new = await start_session(conn, workspace, ALL_TOOLS)
-        await conn.prompt(session_id=new.session_id, prompt=[text_block("run it")])
+    agent.client.permission = "allow_once"
+    conn, client = agent.conn, agent.client
+    new = await agent.new_session(workspace)
+    await conn.prompt(session_id=new.session_id, prompt=[text_block("run it")])
     assert client.terminal_log[0].startswith("create term-1 sh -c echo from-terminal")
     assert client.terminal_log[-1] == "release term-1"
     finished = [u for u in client.updates("tool_call_update") if u.get("status") == "completed"]
@@ -31,16 +40,16 @@ async def test_commands_run_in_a_client_terminal_that_is_always_released(model_s
     assert "from-terminal" in json.dumps(tool_msg)
 
 
-async def test_reads_go_through_the_client_and_see_unsaved_buffers(model_server, workspace):
-    model_server.install_settings(memory=False)
+async def test_reads_go_through_the_client_and_see_unsaved_buffers(
+    agent: SharedAgent, model_server, workspace
+):
     (workspace / "main.py").write_text("print('on disk')\n")
     args = json.dumps({"path": "main.py"})
     model_server.push(Reply(tool_calls=[ToolCall("read_file", args)]), Reply(text="read it"))
-    client = RecordingClient()
+    conn, client = agent.conn, agent.client
     client.files[str(workspace / "main.py")] = "print('unsaved edit')\n"
-    async with acp_agent(client) as (conn, _client, _proc):
-        new = await start_session(conn, workspace, ALL_TOOLS)
-        await conn.prompt(session_id=new.session_id, prompt=[text_block("read main.py")])
+    new = await agent.new_session(workspace)
+    await conn.prompt(session_id=new.session_id, prompt=[text_block("read main.py")])
     tool_results = json.dumps(
         [m for m in model_server.bodies[-1]["messages"] if m.get("role") == "tool"]
     )
