@@ -59,6 +59,35 @@ def _strict_messages(stream: bytes) -> list[dict]:
     return messages
 
 
+def _framed_replies(requests: list[dict]) -> bytes:
+    """An editor's empty answer to each server request: no settings for each
+    ``workspace/configuration`` item, ``null`` otherwise (pygls frames them)."""
+    protocol = JsonRPCProtocol(None, default_converter())  # type: ignore[arg-type]
+    buffer = _Buffer()
+    protocol.set_writer(buffer)
+    for request in requests:
+        result = None
+        if request["method"] == types.WORKSPACE_CONFIGURATION:
+            result = [None for _ in request["params"]["items"]]
+        protocol._send_data({"jsonrpc": "2.0", "id": request["id"], "result": result})
+    return buffer.data
+
+
+def _whole_frames(stream: bytes) -> list[dict]:
+    """The messages of the complete frames at the start of ``stream`` (no checks: the
+    test checks the whole stream with ``_strict_messages`` at the end)."""
+    messages = []
+    while b"\r\n\r\n" in stream:
+        head, _, rest = stream.partition(b"\r\n\r\n")
+        headers = dict(line.split(b": ", 1) for line in head.split(b"\r\n"))
+        length = int(headers[b"Content-Length"])
+        if len(rest) < length:
+            break
+        messages.append(json.loads(rest[:length]))
+        stream = rest[length:]
+    return messages
+
+
 def test_stdout_holds_only_framed_protocol_messages(tmp_path: Path, model_server):
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -100,12 +129,17 @@ def test_stdout_holds_only_framed_protocol_messages(tmp_path: Path, model_server
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(stdin)
     proc.stdin.flush()
-    # Wait for the prompt's answer before shutting down.
-    seen = b""
-    while b'"stopReason"' not in seen:
+    # Answer the server's requests (configuration pull, progress token) as an editor
+    # does, and wait for the prompt's answer (id 2) before shutting down.
+    seen, answered = b"", 0
+    while not any(m.get("id") == 2 and "method" not in m for m in _whole_frames(seen)):
         chunk = proc.stdout.read1(65536)
         assert chunk, "server closed stdout early"
         seen += chunk
+        asked = [m for m in _whole_frames(seen) if "method" in m and "id" in m]
+        proc.stdin.write(_framed_replies(asked[answered:]))
+        proc.stdin.flush()
+        answered = len(asked)
     proc.stdin.write(_framed([("shutdown", None, 3), ("exit", None, None)]))
     proc.stdin.flush()
     rest, err = proc.communicate(timeout=60)
