@@ -162,10 +162,10 @@ class SharedServer:
     session. A server that died (a test's fault) is started again at the next
     checkout."""
 
-    def __init__(self, client_name: str, home: dict[str, Path], first_folder: Path) -> None:
+    def __init__(self, client_name: str, home: dict[str, Path]) -> None:
         self.client_name = client_name
         self.home = home
-        self.folder = first_folder
+        self.folder = Path()  # the root: the first test's workspace once started
         self.client: LanguageClient | None = None
         self.folders: set[str] = set()
         """URIs of the workspace folders the server was told of (by us or a test)."""
@@ -281,10 +281,9 @@ def server_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def shared_server(
-    shared_client_name: str, server_home: dict[str, Path], tmp_path_factory
+    shared_client_name: str, server_home: dict[str, Path]
 ) -> AsyncIterator[SharedServer]:
-    first = tmp_path_factory.mktemp("first-folder")
-    server = SharedServer(shared_client_name, server_home, first)
+    server = SharedServer(shared_client_name, server_home)
     yield server
     await server.stop()
 
