@@ -1,5 +1,7 @@
 """ACP ``session/request_permission``: asked before an edit, a rejection leaves the
-file alone, a cancel while the question is open ends the turn ``cancelled``."""
+file alone, a cancel while the question is open ends the turn ``cancelled``. The first
+two share one agent whose client offers every tool (``agent``); the raw-wire ones start
+their own."""
 
 from __future__ import annotations
 
@@ -8,23 +10,28 @@ import json
 import pytest
 from acp import text_block
 
-from tests.acp.conftest import ALL_TOOLS, init_new, req, start_session
-from tests.support.acp_client import RawPeer, RecordingClient, acp_agent
+from tests.acp.conftest import ALL_TOOLS, SharedAgent, init_new, req
+from tests.support.acp_client import RawPeer
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+
+
+@pytest.fixture(scope="module")
+def agent_capabilities():
+    return ALL_TOOLS
 
 
 async def test_edit_asks_permission_then_writes_through_the_client_and_shows_a_diff(
-    model_server, workspace
+    agent: SharedAgent, model_server, workspace
 ):
-    model_server.install_settings(memory=False)
     args = json.dumps({"path": "notes.txt", "content": "first line\n"})
     model_server.push(Reply(tool_calls=[ToolCall("write_file", args)]), Reply(text="written"))
-    async with acp_agent(RecordingClient(permission="allow_once")) as (conn, client, _proc):
-        new = await start_session(conn, workspace, ALL_TOOLS)
-        sid = new.session_id
-        result = await conn.prompt(session_id=sid, prompt=[text_block("write notes")])
+    agent.client.permission = "allow_once"
+    conn, client = agent.conn, agent.client
+    new = await agent.new_session(workspace)
+    sid = new.session_id
+    result = await conn.prompt(session_id=sid, prompt=[text_block("write notes")])
     assert result.stop_reason == "end_turn"
     [asked] = client.permission_requests
     assert asked["toolCall"]["kind"] == "edit"
@@ -41,15 +48,18 @@ async def test_edit_asks_permission_then_writes_through_the_client_and_shows_a_d
     ]
 
 
-async def test_rejected_permission_leaves_the_file_alone(model_server, workspace):
-    model_server.install_settings(memory=False)
+async def test_rejected_permission_leaves_the_file_alone(
+    agent: SharedAgent, model_server, workspace
+):
     args = json.dumps({"path": "nope.txt", "content": "x"})
     model_server.push(Reply(tool_calls=[ToolCall("write_file", args)]), Reply(text="understood"))
-    async with acp_agent(RecordingClient(permission="reject_once")) as (conn, client, _proc):
-        new = await start_session(conn, workspace)
-        result = await conn.prompt(session_id=new.session_id, prompt=[text_block("write")])
+    agent.client.permission = "reject_once"
+    conn, client = agent.conn, agent.client
+    new = await agent.new_session(workspace)
+    result = await conn.prompt(session_id=new.session_id, prompt=[text_block("write")])
     assert result.stop_reason == "end_turn"
     assert not (workspace / "nope.txt").exists()
+    assert client.writes == []  # nor through the client's fs/write_text_file
     failed = [u for u in client.updates("tool_call_update") if u.get("status") == "failed"]
     assert failed
 
