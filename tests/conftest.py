@@ -6,6 +6,8 @@
   through the ``CLIO_ACP_*_DIR`` variables, so no test touches the user's files.
 - ``interpreter_first_on_path`` (autouse, session): ``python3`` in shell commands is
   the interpreter running the tests.
+- ``embedded_url`` (module): one real embedded model server (``clio-acp local
+  install``'s model) shared by a module's tests; ``$CLIO_TEST_EMBEDDED_KEY`` holds its key.
 - ``model_server``: a started scripted OpenAI-compatible server on loopback
   (``tests/support/model_server.py``: script replies, read recorded requests,
   ``install_settings()`` points the product's chat/memory roles at it).
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import io
 import os
 import subprocess
@@ -32,6 +35,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings as hypothesis_settings
 
+from clio_acp.paths import resolve_paths
 from tests.support.model_server import ScriptedModelServer, running_server
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -182,6 +186,52 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.fail(f"shared data folder missing: {SHARED} (it must sit beside the repository)")
     return SHARED
+
+
+USER_PATHS = resolve_paths()
+"""The user's real folders, resolved at import, before ``isolated_dirs``: where
+``clio-acp local install`` put the embedded model."""
+
+EMBEDDED_KEY_ENV = "CLIO_TEST_EMBEDDED_KEY"
+"""Holds the ``embedded_url`` server's API key while it runs (targets name it in
+``apiKeyEnv``)."""
+
+
+@pytest.fixture(scope="module")
+def embedded_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One embedded server for the module, started as ``EmbeddedServer`` would start it
+    (same command and environment) but with plain subprocess, so any test's event loop
+    and any child process can use it; yields its OpenAI base URL with
+    ``$CLIO_TEST_EMBEDDED_KEY`` holding its API key. The model is the installed one
+    (``USER_PATHS``)."""
+    import httpx
+
+    from clio_acp.models.local import EmbeddedServer, free_port
+    from tests.support.waiting import wait_until_sync
+
+    log_dir = tmp_path_factory.mktemp("llama-log")
+    port = free_port()
+    server = EmbeddedServer(dataclasses.replace(USER_PATHS, state=log_dir / "state"))
+    log = (log_dir / "early.log").open("wb")
+    proc = subprocess.Popen(server.command(port), env=server.environment(), stdout=log, stderr=log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+
+        def healthy() -> bool:
+            assert proc.poll() is None, server._log_tail() + (log_dir / "early.log").read_text()
+            try:
+                return httpx.get(f"{base}/health", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_until_sync(healthy, timeout_s=120, interval_s=0.1)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(EMBEDDED_KEY_ENV, server.api_key)
+            yield f"{base}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
 
 
 @pytest.fixture

@@ -22,7 +22,6 @@ from clio_acp.models.local import (
     MODEL_ALIAS,
     EmbeddedServer,
     LocalModelManager,
-    free_port,
     local_status,
     model_path,
 )
@@ -30,8 +29,8 @@ from clio_acp.models.routing import Router
 from clio_acp.models.targets import Target
 from clio_acp.paths import resolve_paths
 from clio_acp.settings import Settings
+from tests.conftest import EMBEDDED_KEY_ENV as KEY_ENV
 from tests.conftest import subprocess_env
-from tests.support.waiting import wait_until_sync
 
 # Resolved at import (collection), before the per-test isolated dirs: the model
 # lives in the real data folder where `clio-acp local install` put it.
@@ -63,40 +62,6 @@ USER = (
     '[{"step":1,"toolName":"run","callDescription":"pytest -q","outcome":"error",'
     '"resultDigest":"ModuleNotFoundError: No module named click"}]'
 )
-
-
-KEY_ENV = "CLIO_TEST_EMBEDDED_KEY"
-"""Holds the module server's API key while it runs (targets name it in apiKeyEnv)."""
-
-
-@pytest.fixture(scope="module")
-def embedded_url(tmp_path_factory):
-    """One embedded server for the module (started with plain subprocess so any
-    test's event loop can use it); yields its base URL with ``$CLIO_TEST_EMBEDDED_KEY``
-    holding its API key."""
-    log_dir = tmp_path_factory.mktemp("llama-log")
-    port = free_port()
-    server = EmbeddedServer(replace(REAL_PATHS, state=log_dir / "state"))
-    log = (log_dir / "early.log").open("wb")
-    proc = subprocess.Popen(server.command(port), env=server.environment(), stdout=log, stderr=log)
-    base = f"http://127.0.0.1:{port}"
-    try:
-
-        def healthy() -> bool:
-            assert proc.poll() is None, server._log_tail() + (log_dir / "early.log").read_text()
-            try:
-                return httpx.get(f"{base}/health", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_until_sync(healthy, timeout_s=120, interval_s=0.1)
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv(KEY_ENV, server.api_key)
-            yield f"{base}/v1"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
 
 
 def _settings(url: str, **memory) -> Settings:

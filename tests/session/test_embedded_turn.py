@@ -13,6 +13,7 @@ from clio_acp.models.local import MODEL_FILE, local_status
 from clio_acp.paths import APP_NAME, resolve_paths
 from clio_acp.session.manager import SessionManager
 from clio_acp.settings import Settings
+from tests.conftest import EMBEDDED_KEY_ENV
 
 
 @pytest.mark.slow
@@ -47,11 +48,18 @@ DEMO_PROMPT = "List the files in this folder."
 
 
 @pytest.mark.slow
-def test_readme_demo_calls_a_tool_and_ends_by_itself_in_4_of_5_seeds(tmp_path, run_cli):
+def test_readme_demo_calls_a_tool_and_ends_by_itself_in_4_of_5_seeds(tmp_path, run_cli, request):
+    # README's demo command, seed by seed, each a real `clio-acp run` process. The seeds
+    # share one embedded server (``embedded_url``: the command and model `clio-acp run`
+    # would start), so each run pays its turn, not a server start and the cold prompt;
+    # the route is the embedded runtime's (constrained tool calls, 384-token answers).
+    # The implicit start of the server is tested by the turn above and in tests/models.
     installed = Path(platformdirs.user_data_dir(APP_NAME)) / "local-model" / MODEL_FILE
-    env = {"CLIO_ACP_LOCAL_MODEL": str(installed)}
     if not installed.is_file():
         pytest.skip("embedded model not installed (clio-acp local install)")
+    url = request.getfixturevalue("embedded_url")
+    target = {"id": "embedded", "runtime": "embedded", "url": url, "apiKeyEnv": EMBEDDED_KEY_ENV}
+    env = {"CLIO_ACP_LOCAL_MODEL": str(installed)}
     workspace = tmp_path / "project"
     (workspace / "src").mkdir(parents=True)
     (workspace / "README.md").write_text("# project\n")
@@ -60,7 +68,8 @@ def test_readme_demo_calls_a_tool_and_ends_by_itself_in_4_of_5_seeds(tmp_path, r
     for seed in range(1, 6):
         if len(good) >= 4 or len(bad) >= 2:  # the verdict over five seeds is known
             break
-        env["CLIO_ACP_SETTINGS_JSON"] = json.dumps({"chat": {"seed": seed}})
+        settings = {"targets": [target], "chat": {"target": "embedded", "seed": seed}}
+        env["CLIO_ACP_SETTINGS_JSON"] = json.dumps(settings)
         result = run_cli(
             "run", "--mode", "plan", "--json", "--workspace", str(workspace), DEMO_PROMPT,
             env=env, timeout=300,
