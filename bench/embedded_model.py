@@ -15,7 +15,9 @@ through ``Router.memory_complete`` on the embedded runtime, with the envelope gr
 Reported (medians): latency of each, input tokens per step (``prompt_tokens``), the
 prompt tokens the server took from its cache (``cache_n``) on the warm step, output
 tokens, the warm/cold ratio, and how many answers the envelope parser could not use.
-Seeds ``1000+i``, temperature 0.7, completion budget ``--max-tokens`` (400).
+The server's generation and prompt threads are reported too (on a 1–2 CPU machine they
+depend on how busy it is at start: ``models.local.default_threads``). Seeds ``1000+i``,
+temperature 0.7, completion budget ``--max-tokens`` (400).
 ``--free`` adds the unconstrained baseline of the older benchmark (no grammar).
 
     clio-acp local install                      # once
@@ -158,6 +160,7 @@ async def main(runs: int, max_tokens: int, free: bool) -> dict[str, object]:
         paths = replace(real, state=Path(tmp))
         server = EmbeddedServer(paths)
         url = await server.start()
+        results["threads"] = {"generation": server.threads, "prompt": server.batch_threads}
         os.environ[KEY_ENV] = server.api_key  # the server wants its key
         try:
             router = Router(_settings(url, True), paths=paths)
@@ -207,6 +210,7 @@ def _print(report: dict[str, Any], runs: int) -> None:
             f"malformed {row['malformed']}/{row['runs']}"
         )
     print(f"  warm/cold latency ratio: {report['warmToColdLatencyRatio']}")
+    print(f"  server threads: {report['threads']}")
     print(
         f"  load average: {report['loadAverageBefore']:.2f} before, "
         f"{report['loadAverageAfter']:.2f} after"

@@ -82,23 +82,25 @@ them; at 1.15 the answers listed the files (three ended by themselves, two at th
 output cap)."""
 THREADS_ENV = "CLIO_ACP_LOCAL_THREADS"
 IDLE_LOAD_MARGIN = 1.25
-"""CPUs the 1-minute load average must leave free for generation on every CPU."""
+"""CPUs that must be free as the server starts for it to generate on every CPU."""
+BUSY_WINDOW_S = 0.25
+"""How long ``busy_cpus`` watches the machine before the server starts, seconds."""
 CACHE_REUSE_TOKENS = 64
 """``--cache-reuse``: after the prompt's common prefix, a cached chunk of at least this
 many tokens that the new prompt still holds (the oldest trajectory steps dropped in
 front of it) is shifted into place instead of re-read (MEMORY_SPEC §14.4)."""
 
 
-def default_threads(load: float | None = None) -> int | None:
+def default_threads(busy: float | None = None) -> int | None:
     """Generation threads for the embedded server: ``$CLIO_ACP_LOCAL_THREADS``; on a
     machine with more than 2 CPUs None (llama.cpp's own default); on 1 or 2 CPUs all of
-    them when the 1-minute load average (``load``, default ``os.getloadavg()``) leaves
-    ``IDLE_LOAD_MARGIN`` CPUs free at start, else 1.
+    them when ``busy`` (CPUs in use as the server starts: ``busy_cpus()``, else the
+    1-minute load average) leaves ``IDLE_LOAD_MARGIN`` CPUs free, else 1.
 
-    Why the load: generating a token crosses a thread barrier hundreds of times, and
-    llama.cpp's threads spin there. Measured on 2 cores (SmolLM2-135M Q4_1): idle, 2
-    threads generated 58 tok/s and 1 thread 40 tok/s; under load 8, 2 threads fell
-    to 1.6 tok/s while 1 thread kept 25 tok/s.
+    Why: generating a token crosses a thread barrier hundreds of times, and llama.cpp's
+    threads spin there. Measured on 2 cores (SmolLM2-135M Q4_1): idle, 2 threads
+    generated 58 tok/s and 1 thread 40 tok/s; under load 8, 2 threads fell to 1.6
+    tok/s while 1 thread kept 25 tok/s.
     """
     override = _threads_override()
     if override is not None:
@@ -106,9 +108,40 @@ def default_threads(load: float | None = None) -> int | None:
     cpus = os.cpu_count() or 1
     if cpus > 2:
         return None
-    if load is None:
-        load = os.getloadavg()[0]
-    return cpus if load <= cpus - IDLE_LOAD_MARGIN else 1
+    if busy is None:
+        busy = os.getloadavg()[0]
+    return cpus if busy <= cpus - IDLE_LOAD_MARGIN else 1
+
+
+async def busy_cpus(window_s: float = BUSY_WINDOW_S) -> float | None:
+    """CPUs in use over the next ``window_s`` seconds (from ``/proc/stat``: time not
+    idle or waiting on I/O, over all time, times the CPU count), or None where there is
+    no ``/proc/stat``. The 1-minute load average still counts a job that ended a minute
+    ago; this sees the machine as it is when the server starts."""
+    first = _cpu_times()
+    if first is None:
+        return None
+    await asyncio.sleep(window_s)
+    second = _cpu_times()
+    if second is None:
+        return None
+    total, idle = second[0] - first[0], second[1] - first[1]
+    if total <= 0:
+        return None
+    return (1 - idle / total) * (os.cpu_count() or 1)
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(all jiffies, idle + iowait jiffies) of the ``cpu`` line of ``/proc/stat``."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = stat.readline().split()
+        values = [int(v) for v in fields[1:]]
+    except (OSError, ValueError):
+        return None
+    if fields[:1] != ["cpu"] or len(values) < 5:
+        return None
+    return sum(values[:8]), values[3] + values[4]
 
 
 def default_batch_threads() -> int | None:
@@ -290,7 +323,8 @@ class EmbeddedServer:
         batch_threads: int | None = None,
     ) -> None:
         self.paths = paths
-        self.threads = threads if threads is not None else default_threads()
+        self.threads = threads
+        """Generation threads: as given, else chosen at ``start()`` (``default_threads``)."""
         self.batch_threads = batch_threads if batch_threads is not None else default_batch_threads()
         self.port = port
         self.slots = parallel
@@ -300,6 +334,10 @@ class EmbeddedServer:
         self.api_key = secrets.token_urlsafe(24)
         self._proc: asyncio.subprocess.Process | None = None
         self.base_url: str | None = None
+
+    def generation_threads(self) -> int | None:
+        """``threads``, or ``default_threads()`` from the load average before ``start()``."""
+        return self.threads if self.threads is not None else default_threads()
 
     @property
     def running(self) -> bool:
@@ -331,7 +369,7 @@ class EmbeddedServer:
             "--alias", MODEL_ALIAS,
             "--parallel", str(self.slots),
             "--ctx-size", str(self.ctx_size),
-            "--threads", str(self.threads or 0),
+            "--threads", str(self.generation_threads() or 0),
             "--threads-batch", str(self.batch_threads or 0),
             "--cache-reuse", str(CACHE_REUSE_TOKENS),
             "--temp", str(DEFAULT_TEMPERATURE),
@@ -351,6 +389,8 @@ class EmbeddedServer:
         time (its log tail in the message)."""
         if self.running and self.base_url:
             return self.base_url
+        if self.threads is None:
+            self.threads = default_threads(await busy_cpus())
         port = self.port or free_port()
         cmd = self.command(port)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)

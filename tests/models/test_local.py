@@ -4,6 +4,7 @@ the server's command line and environment, and its rotated log."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import subprocess
@@ -14,6 +15,7 @@ from clio_acp.models.local import (
     CACHE_REUSE_TOKENS,
     THREADS_ENV,
     EmbeddedServer,
+    busy_cpus,
     default_batch_threads,
     default_threads,
     install_model,
@@ -98,13 +100,23 @@ def test_the_server_command_reuses_cached_chunks_and_reads_prompts_on_every_cpu(
 def test_generation_uses_both_cpus_of_an_idle_two_core_machine_and_one_when_busy(monkeypatch):
     monkeypatch.delenv(THREADS_ENV, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    assert default_threads(load=0.3) == 2
-    assert default_threads(load=1.0) == 1
-    assert default_threads(load=7.5) == 1
+    assert default_threads(busy=0.3) == 2
+    assert default_threads(busy=1.0) == 1
+    assert default_threads(busy=7.5) == 1
     assert default_batch_threads() == 2
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
-    assert default_threads(load=0.3) is None and default_batch_threads() is None
+    assert default_threads(busy=0.3) is None and default_batch_threads() is None
     monkeypatch.setenv(THREADS_ENV, "3")
-    assert default_threads(load=9.0) == 3 and default_batch_threads() == 3
+    assert default_threads(busy=9.0) == 3 and default_batch_threads() == 3
     monkeypatch.setenv(THREADS_ENV, "many")
-    assert default_threads(load=9.0) is None
+    assert default_threads(busy=9.0) is None
+
+
+async def test_busy_cpus_sees_a_spinning_process_at_once():
+    spinner = await asyncio.create_subprocess_exec(sys.executable, "-c", "while True: pass")
+    try:
+        busy = await busy_cpus(0.5)
+    finally:
+        spinner.kill()
+        await spinner.wait()
+    assert busy is not None and 0.5 <= busy <= (os.cpu_count() or 1) + 0.01
