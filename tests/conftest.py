@@ -47,7 +47,7 @@ RUN_FIRST = (
     "tests/models/test_embedded.py",
 )
 """Modules that take longest in one piece (a real model's turns, the A/B matrix). They
-are collected first, so under ``-n 2 --dist loadscope`` (a module stays on one worker)
+are collected first, so under ``-n 4 --dist loadscope`` (a module stays on one worker)
 they start at once instead of ending the run on one worker while the other idles."""
 
 

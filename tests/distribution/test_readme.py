@@ -14,9 +14,10 @@ from tests.session.test_embedded_turn import DEMO_PROMPT
 
 README = (REPO_ROOT / "README.md").read_text()
 CI_RUN = (REPO_ROOT / ".ci" / "run").read_text()
-TEST_COMMAND = "python -m pytest -q -n 2 --dist loadscope"
-"""README's second command, which .ci/run runs verbatim: two workers, a module's tests
-on one worker (its module-scoped servers start once)."""
+TEST_COMMAND = "python -m pytest -q -n 4 --dist loadscope"
+"""README's second command, which .ci/run runs verbatim: four workers (docs/testing.md
+says why on two cores), a module's tests on one worker (its module-scoped servers start
+once)."""
 
 
 def _first_block() -> list[str]:
