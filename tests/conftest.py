@@ -14,6 +14,8 @@
 - ``run_cli``: runs ``python -m clio_acp`` as a real subprocess with this checkout
   first on ``PYTHONPATH``; ``invoke_cli`` runs the same command in this process (for
   tests about what a command computes, not about the process).
+- Byte-code caches are written during the session (``PYTHONDONTWRITEBYTECODE`` is
+  dropped for the tests and their children; see below).
 - Hypothesis profile ``clio`` (loaded here; ``HYPOTHESIS_PROFILE`` picks another): no
   deadline (a loaded 2-core machine must not turn a slow example into a failure) and a
   failure prints the blob that reproduces it. Tests that need many cases set their own
@@ -37,6 +39,14 @@ from hypothesis import settings as hypothesis_settings
 
 from clio_acp.paths import resolve_paths
 from tests.support.model_server import ScriptedModelServer, running_server
+
+# Byte-code caches are written for the test session even where the environment says
+# not to (PYTHONDONTWRITEBYTECODE=1 on this project's machines): otherwise every worker
+# compiles every test module again at collection (~5 s of CPU each) and every
+# `python -m clio_acp` child recompiles the package it imports (~0.4 s for a server).
+# The caches land in the checkout's git-ignored __pycache__ folders.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
