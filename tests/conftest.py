@@ -14,8 +14,8 @@
 - ``run_cli``: runs ``python -m clio_acp`` as a real subprocess with this checkout
   first on ``PYTHONPATH``; ``invoke_cli`` runs the same command in this process (for
   tests about what a command computes, not about the process).
-- Byte-code caches are written during the session (``PYTHONDONTWRITEBYTECODE`` is
-  dropped for the tests and their children; see below).
+- Byte-code caches: the package is compiled once per run and test modules are cached
+  even under ``PYTHONDONTWRITEBYTECODE`` (see below); children keep the variable.
 - Hypothesis profile ``clio`` (loaded here; ``HYPOTHESIS_PROFILE`` picks another): no
   deadline (a loaded 2-core machine must not turn a slow example into a failure) and a
   failure prints the blob that reproduces it. Tests that need many cases set their own
@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import asyncio
+import compileall
 import concurrent.futures
 import dataclasses
 import io
@@ -40,13 +41,13 @@ from hypothesis import settings as hypothesis_settings
 from clio_acp.paths import resolve_paths
 from tests.support.model_server import ScriptedModelServer, running_server
 
-# Byte-code caches are written for the test session even where the environment says
-# not to (PYTHONDONTWRITEBYTECODE=1 on this project's machines): otherwise every worker
-# compiles every test module again at collection (~5 s of CPU each) and every
-# `python -m clio_acp` child recompiles the package it imports (~0.4 s for a server).
-# The caches land in the checkout's git-ignored __pycache__ folders.
+# This process writes byte-code caches even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE=1 on this project's machines): otherwise every worker
+# compiles every test module again at collection (~4 s of CPU each). Children keep the
+# variable (an eval task's `python3 test_calc.py` must not run a stale calc.pyc after
+# a same-second, same-size edit); they read the package's caches compiled once in
+# pytest_configure.
 sys.dont_write_bytecode = False
-os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = REPO_ROOT.parent / "shared"
@@ -62,6 +63,8 @@ they start at once instead of ending the run on one worker while the other idles
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # once, before any worker or child starts
+        compileall.compile_dir(REPO_ROOT / "clio_acp", quiet=2)
     missing = [name for name in RUN_FIRST if not (REPO_ROOT / name).is_file()]
     if missing:
         raise pytest.UsageError(f"tests/conftest.py RUN_FIRST names missing modules: {missing}")
