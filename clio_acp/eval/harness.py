@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -373,10 +374,29 @@ async def _play_turns(session: Any, task: EvalTask, target: Any, usage: _Usage) 
             raise RuntimeError(usage.error)
 
 
+@contextlib.contextmanager
+def _no_bytecode_caches():
+    """``PYTHONDONTWRITEBYTECODE=1`` for the commands a trial runs (tool calls and the
+    check), restored afterwards. A task edits a module and reruns the script that
+    imports it, often within the same second and at the same size (``a - b`` to
+    ``a + b``); a ``.pyc`` written by the first run would then pass for fresh and the
+    rerun would run the old code."""
+    before = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        else:
+            os.environ["PYTHONDONTWRITEBYTECODE"] = before
+
+
 class SessionRunner:
     """Runs one trial as a real session (``clio_acp.session.manager.SessionManager``)
     with its own temporary roots and workspace, removed afterwards (``keep`` keeps
-    them under ``keep`` for inspection)."""
+    them under ``keep`` for inspection). The trial's commands write no ``.pyc``
+    (``_no_bytecode_caches``)."""
 
     def __init__(
         self, target: Any, *, keep: Path | None = None, trial_timeout_s: float | None = None
@@ -386,6 +406,10 @@ class SessionRunner:
         self.trial_timeout_s = trial_timeout_s
 
     async def __call__(self, task: EvalTask, variant: str, seed: int = 0) -> RunnerOutput:
+        with _no_bytecode_caches():
+            return await self._in_root(task, variant, seed)
+
+    async def _in_root(self, task: EvalTask, variant: str, seed: int) -> RunnerOutput:
         if self.keep is not None:
             name = f"{variant}-{task.id}{'~distractor' if task.is_distractor else ''}"
             root = self.keep / (name if seed == 0 else f"{name}-seed{seed}")

@@ -4,6 +4,7 @@ verdict, runner failures, the baseline invariant and task files."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -308,3 +309,22 @@ async def test_a_trial_over_its_time_budget_is_a_failed_trial_and_the_matrix_con
     assert trials[0].error and "timed out" in trials[0].error and not trials[0].passed
     assert [t.error for t in trials[1:]] == [None] * (len(trials) - 1)  # only that trial
     assert trials[4].passed and trials[4].error is None  # healthy task still ran
+
+
+async def test_an_edit_and_rerun_in_the_same_second_runs_the_new_code(tmp_path, monkeypatch):
+    # silent-edit-wrong-copy edits calc.py ("a - b" -> "a + b", same size) and reruns
+    # test_calc.py within a second; with bytecode caches on (a usual machine) the rerun
+    # imported the stale calc.pyc and the llm variant failed 2 of 3 seeds.
+    from clio_acp.eval.harness import ScriptedTarget, SessionRunner
+
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    [task] = [t for t in load_tasks() if t.id == "silent-edit-wrong-copy"]
+    target = ScriptedTarget()
+    try:
+        runner = SessionRunner(target, keep=tmp_path)
+        outcomes = [(await runner(task, "llm", seed)).passed for seed in range(3)]
+    finally:
+        await target.aclose()
+    assert outcomes == [True, True, True]
+    assert not list(tmp_path.rglob("__pycache__"))
+    assert "PYTHONDONTWRITEBYTECODE" not in os.environ  # restored after each trial
