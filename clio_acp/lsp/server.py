@@ -88,8 +88,9 @@ class ClioLanguageServer(LanguageServer):
         self._settings_store: SettingsStore | None = None
         self._settings_error_shown: str | None = None
         self.configured = asyncio.Event()
-        """Set once the initial ``workspace/configuration`` pull is done (or skipped);
-        commands wait for it so the first one already sees the editor's settings."""
+        """Set once the initial ``workspace/configuration`` pull is done (or skipped) and
+        the pending proposals are loaded; commands wait for it so the first one already
+        sees the editor's settings and the store's proposals."""
 
     # -- state built on first use (answering ``initialize`` needs none of it) -----------
 
@@ -406,10 +407,11 @@ async def initialized(ls: ClioLanguageServer, params: types.InitializedParams) -
     _ = ls.options  # initialize's options are validated now: a problem is shown at once
     try:
         await ls.pull_configuration()
+        ls.settings_reader()  # a broken settings file is shown now, not at the first command
+        # Before commands run: clio.memory.show writes the document from these proposals.
+        await ls.face.proposals.refresh()
     finally:
         ls.configured.set()
-    ls.settings_reader()  # a broken settings file is shown now, not at the first command
-    await ls.face.proposals.refresh()
 
 
 @SERVER.feature(types.SHUTDOWN)

@@ -89,3 +89,24 @@ async def test_a_memory_command_writes_an_ignored_readable_document_of_this_repo
     assert "Use make check here." in text and "A global lesson." in text
     assert "Other repo lesson." not in text
     assert "{" not in text and '"' not in text  # a document, not JSON lines
+
+
+@pytest.fixture
+def full_store(isolated_dirs, workspace: Path) -> None:
+    """The store at its 500-record cap: loading it takes the server a while."""
+    records = [
+        _record(f"mem-{n:016x}", f"Lesson number {n} for this repository.", str(workspace))
+        for n in range(1, 500)
+    ]
+    records.append(_record("mem-00000000000fffff", "Run tox -e py312 here.", str(workspace)))
+    MemoryStore(resolve_paths().records_file).mutate(lambda current: ([*current, *records], None))
+
+
+async def test_the_first_memory_command_sees_the_proposals_of_a_full_store(
+    full_store, client: LanguageClient, workspace: Path
+):
+    """Regression (CI, -n 4 on 2 cores): clio.memory.show right after ``initialized`` wrote
+    the document before the pending proposals were loaded, listing none."""
+    await execute(client, "clio.memory.show", [])
+    text = (workspace / ".clio-coder" / "memory.md").read_text(encoding="utf-8")
+    assert "Run tox -e py312 here." in text and "Lesson number 499 " in text
