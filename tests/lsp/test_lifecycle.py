@@ -59,8 +59,9 @@ async def test_request_before_initialize_gets_server_not_initialized(
 async def test_server_exits_when_the_editor_process_dies(
     lsp: LanguageClient, client_name: str, workspace
 ):
+    # An editor stand-in that lives until it is killed (it waits on a pipe nobody writes).
     editor = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "import time; time.sleep(120)"
+        sys.executable, "-c", "import sys; sys.stdin.read()", stdin=asyncio.subprocess.PIPE
     )
     try:
         await lsp.initialize_session(

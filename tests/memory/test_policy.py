@@ -278,8 +278,11 @@ async def test_path_gate_resolves_against_the_cwd_by_default(tmp_path, monkeypat
 
 
 class SlowClient:
+    """Answers ``text`` after ``delay`` seconds; with ``delay=None`` it never answers
+    (only a deadline or a cancellation ends the call)."""
+
     def __init__(
-        self, delay: float, text: str = E("[]"), usage_first: CompletionUsage | None = None
+        self, delay: float | None, text: str = E("[]"), usage_first: CompletionUsage | None = None
     ):
         self.delay = delay
         self.text = text
@@ -294,7 +297,10 @@ class SlowClient:
         if self.usage_first is not None:
             on_usage(self.usage_first)
         try:
-            await asyncio.sleep(self.delay)
+            if self.delay is None:
+                await asyncio.Event().wait()
+            else:
+                await asyncio.sleep(self.delay)
         except asyncio.CancelledError:
             self.cancelled = True
             raise
@@ -321,7 +327,7 @@ async def test_no_client_is_silent_no_client(tmp_path):
 async def test_deadline_aborts_the_call_and_leaves_the_bank_untouched(tmp_path):
     bank = make_bank()
     before = bank.snapshot()
-    client = SlowClient(30, text=E('[{"op":"save_knowledge","content":"late"}]'))
+    client = SlowClient(None, text=E('[{"op":"save_knowledge","content":"late"}]'))
     result = await run_task_memory_policy(bank, inputs(tmp_path, timeout_ms=30), client)
     assert (result.decision, result.reason, result.reminder) == ("timeout", "deadline", None)
     assert client.aborted.is_set()
@@ -332,7 +338,7 @@ async def test_deadline_aborts_the_call_and_leaves_the_bank_untouched(tmp_path):
 
 async def test_cancellation_during_the_call_wins(tmp_path):
     cancel = asyncio.Event()
-    client = SlowClient(30)
+    client = SlowClient(None)
     asyncio.get_running_loop().call_later(0.02, cancel.set)
     result = await run_task_memory_policy(make_bank(), inputs(tmp_path, cancel=cancel), client)
     assert (result.decision, result.reason) == ("silent", "scope_changed")
@@ -375,7 +381,7 @@ async def test_usage_is_reported_once_and_first_report_wins(tmp_path):
 
 async def test_usage_reported_before_a_deadline_is_kept(tmp_path):
     reported = []
-    client = SlowClient(30, usage_first=CompletionUsage(50, 0))
+    client = SlowClient(None, usage_first=CompletionUsage(50, 0))
     result = await run_task_memory_policy(
         make_bank(), inputs(tmp_path, timeout_ms=20, on_step_usage=reported.append), client
     )
@@ -450,7 +456,7 @@ def test_classify_client_error_matches_whole_words_only():
 
 
 async def test_outer_cancellation_aborts_the_completion(tmp_path):
-    client = SlowClient(30)
+    client = SlowClient(None)
     task = asyncio.ensure_future(run_task_memory_policy(make_bank(), inputs(tmp_path), client))
     await wait_until(lambda: client.calls)
     task.cancel()
@@ -524,7 +530,7 @@ class ShieldedClient:
 
     async def complete(self, system, user, max_tokens, *, abort, on_usage):
         try:
-            await asyncio.sleep(30)
+            await asyncio.Event().wait()  # until the step's deadline cancels it
         except asyncio.CancelledError:
             pass
         return CompletionAnswer(
@@ -548,7 +554,7 @@ async def test_a_late_answer_after_the_deadline_reports_usage_but_writes_nothing
 
 async def test_the_step_leaves_no_timer_or_waiter_tasks_behind(tmp_path):
     cancel = asyncio.Event()
-    for client in (SlowClient(0), SlowClient(30)):
+    for client in (SlowClient(0), SlowClient(None)):
         await run_task_memory_policy(
             make_bank(), inputs(tmp_path, timeout_ms=20, cancel=cancel), client
         )

@@ -261,12 +261,12 @@ def test_process_killed_mid_write_leaves_a_valid_file(store: MemoryStore) -> Non
     # rename) and says so; it is then killed with SIGKILL.
     child = _CHILD_PRELUDE + textwrap.dedent(
         """
-        import os, time
+        import os, signal
         real_fsync = os.fsync
         def stalled_fsync(fd):
             real_fsync(fd)
             print("in-write", flush=True)
-            time.sleep(60)
+            signal.pause()  # until the parent's SIGKILL
         os.fsync = stalled_fsync
         store.add_if_absent(rec(2))
         """

@@ -33,10 +33,9 @@ class FakeModel:
     """Answers from a script. ``gate`` holds an answer until set; usage known at
     abort time is still reported (as a real streaming route does)."""
 
-    def __init__(self, *answers: str, gate: asyncio.Event | None = None, delay: float = 0):
+    def __init__(self, *answers: str, gate: asyncio.Event | None = None):
         self.answers = list(answers)
         self.gate = gate
-        self.delay = delay
         self.calls = 0
 
     async def complete(self, system, user, max_tokens, *, abort, on_usage):
@@ -45,8 +44,6 @@ class FakeModel:
         try:
             if self.gate is not None:
                 await self.gate.wait()
-            if self.delay:
-                await asyncio.sleep(self.delay)
         except asyncio.CancelledError:
             on_usage(CompletionUsage(7, 3))
             raise
@@ -189,7 +186,7 @@ async def test_rules_tier_spoke_so_the_step_is_suppressed_and_last_decision_stay
 
 
 async def test_two_timeouts_back_the_llm_tier_off():
-    model = FakeModel(SILENT, SILENT, SILENT, delay=0.5)
+    model = FakeModel(SILENT, SILENT, SILENT, gate=asyncio.Event())  # never answers
     mw, sink = make(model, cadence_tool_calls=2, timeout_ms=20)
     for turn in range(3):
         mw.turn_start(f"t{turn}", "task")
