@@ -150,9 +150,12 @@ def _literal_atom(source: str, at: int) -> tuple[str, int] | None:
     return None
 
 
-def _split_branches(source: str) -> list[str] | None:
-    """``source`` split at its top-level ``|``; None if its parentheses do not balance."""
-    branches, depth, start, at = [], 0, 0, 0
+def _structure(source: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+    """``(offset, char, depth)`` of every ``(``, ``)`` and ``|`` of ``source`` from
+    ``start``, skipping escapes and character classes; ``depth`` is the number of
+    parentheses open after that char. Raises ``ValueError`` for a class that never
+    closes."""
+    depth, at = 0, start
     while at < len(source):
         char = source[at]
         if char == "\\":
@@ -161,41 +164,37 @@ def _split_branches(source: str) -> list[str] | None:
         if char == "[":
             close = _class_end(source, at)
             if close is None:
-                return None
+                raise ValueError("unclosed character class")
             at = close
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
+        elif char in "()|":
+            depth += 1 if char == "(" else -1 if char == ")" else 0
+            yield at, char, depth
+        at += 1
+
+
+def _split_branches(source: str) -> list[str] | None:
+    """``source`` split at its top-level ``|``; None if its parentheses do not balance."""
+    branches, start, depth = [], 0, 0
+    try:
+        for at, char, depth in _structure(source):
             if depth < 0:
                 return None
-        elif char == "|" and depth == 0:
-            branches.append(source[start:at])
-            start = at + 1
-        at += 1
+            if char == "|" and depth == 0:
+                branches.append(source[start:at])
+                start = at + 1
+    except ValueError:
+        return None
     return [*branches, source[start:]] if depth == 0 else None
 
 
 def closing_paren(source: str, opening: int) -> int | None:
     """Offset of the ``)`` that closes the ``(`` at ``opening``, or None."""
-    depth, at = 0, opening
-    while at < len(source):
-        char = source[at]
-        if char == "\\":
-            at += 2
-            continue
-        if char == "[":
-            close = _class_end(source, at)
-            if close is None:
-                return None
-            at = close
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth == 0:
+    try:
+        for at, char, depth in _structure(source, opening):
+            if char == ")" and depth == 0:
                 return at
-        at += 1
+    except ValueError:
+        return None
     return None
 
 
