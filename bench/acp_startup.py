@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from acp.connection import Connection  # noqa: E402
+from isolated_env import isolated_env  # noqa: E402  (bench/ is sys.path[0])
 
 from clio_acp import events as ev  # noqa: E402
 from clio_acp.acp.hosting import Hosted  # noqa: E402
@@ -52,15 +53,6 @@ from clio_acp.acp.transport import LineTransport  # noqa: E402
 
 EVENTS_PER_RUN = 2000
 CHUNKS_E2E = 1000
-
-
-def _env(home: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    for name in ("data", "state", "config", "cache"):
-        (home / name).mkdir(parents=True, exist_ok=True)
-        env[f"CLIO_ACP_{name.upper()}_DIR"] = str(home / name)
-    return env
 
 
 def _read_reply(proc: subprocess.Popen, want_id: int | str) -> dict:
@@ -83,7 +75,7 @@ def cold_and_warm(home: Path, warm_rounds: int = 50) -> tuple[float, float, floa
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env=_env(home),
+        env=isolated_env(home),
     )
     assert proc.stdin is not None
     proc.stdin.write((json.dumps({**init, "id": 0}) + "\n").encode())
@@ -196,7 +188,7 @@ async def e2e_update_us(home: Path) -> float:
 
     from tests.support.model_server import Reply, running_server
 
-    env = _env(home)
+    env = isolated_env(home)
     with running_server() as server:
         server.install_settings(config_dir=home / "config", memory=False)
         server.push(Reply(text=[f"w{i} " for i in range(CHUNKS_E2E)]))

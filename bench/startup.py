@@ -40,6 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from isolated_env import isolated_env  # bench/ is sys.path[0]
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 from pytest_lsp import client_capabilities
@@ -73,18 +74,9 @@ asyncio.run(run_agent(BareAgent()))
 '''
 
 
-def _env(home: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    for name in ("data", "state", "config", "cache"):
-        (home / name).mkdir(parents=True, exist_ok=True)
-        env[f"CLIO_ACP_{name.upper()}_DIR"] = str(home / name)
-    return env
-
-
 async def lsp_initialize_ms(home: Path, command: list[str]) -> float:
     """One cold LSP server (``command``): spawn → initialize result, ms."""
-    env = _env(home)
+    env = isolated_env(home)
     workspace = home / "ws"
     workspace.mkdir(exist_ok=True)
     client = LanguageClient("clio-bench", "1")
@@ -124,7 +116,7 @@ def acp_initialize_ms(home: Path, command: list[str]) -> float:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env=_env(home),
+        env=isolated_env(home),
         cwd=str(home),
     )
     assert proc.stdin is not None and proc.stdout is not None
