@@ -111,15 +111,23 @@ def interpreter_first_on_path() -> Iterator[None]:
         yield
 
 
+DIR_NAMES = ("data", "state", "config", "cache")
+"""The folders clio-acp reads from ``CLIO_ACP_<NAME>_DIR``."""
+
+
+def make_home(root: Path) -> dict[str, Path]:
+    """``{name: root/name}`` for every ``DIR_NAMES`` folder, created."""
+    home = {name: root / name for name in DIR_NAMES}
+    for path in home.values():
+        path.mkdir()
+    return home
+
+
 @pytest.fixture(autouse=True)
 def isolated_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
-    root = tmp_path_factory.mktemp("clio-home")
-    dirs = {}
-    for name in ("data", "state", "config", "cache"):
-        path = root / name
-        path.mkdir()
+    dirs = make_home(tmp_path_factory.mktemp("clio-home"))
+    for name, path in dirs.items():
         monkeypatch.setenv(f"CLIO_ACP_{name.upper()}_DIR", str(path))
-        dirs[name] = path
     return dirs
 
 

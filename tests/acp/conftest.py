@@ -24,6 +24,7 @@ import pytest
 import pytest_asyncio
 from acp.schema import ClientCapabilities, FileSystemCapabilities
 
+from tests.conftest import make_home
 from tests.support.acp_client import RawPeer, RecordingClient, acp_agent
 from tests.support.model_server import DEFAULT_MODEL, ScriptedModelServer, running_server
 
@@ -68,8 +69,6 @@ async def init_new(peer: RawPeer, cwd: Any) -> tuple[str, list[dict]]:
 
 # -- one agent per module ------------------------------------------------------------
 
-DIR_NAMES = ("data", "state", "config", "cache")
-
 
 @dataclass
 class SharedAgent:
@@ -108,11 +107,7 @@ def _fresh_model(server: ScriptedModelServer) -> None:
 @pytest.fixture(scope="module")
 def agent_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The shared agent's data/state/config/cache folders."""
-    root = tmp_path_factory.mktemp("agent-home")
-    home = {name: root / name for name in DIR_NAMES}
-    for path in home.values():
-        path.mkdir()
-    return home
+    return make_home(tmp_path_factory.mktemp("agent-home"))
 
 
 @pytest.fixture(scope="module")

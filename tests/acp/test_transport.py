@@ -22,8 +22,8 @@ from acp.router import MessageRouter, Route
 from clio_acp.acp.requests import RequestTracker
 from clio_acp.acp.server import REQUEST_CANCELLED
 from clio_acp.acp.transport import LineTransport, scrub_surrogates
-from tests.acp.conftest import DIR_NAMES, init_new
-from tests.conftest import subprocess_env
+from tests.acp.conftest import init_new
+from tests.conftest import DIR_NAMES, subprocess_env
 from tests.support.acp_client import RawPeer
 from tests.support.model_server import Reply
 

@@ -36,7 +36,7 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
 
 from clio_acp.lsp.options import InitializationOptions
-from tests.conftest import subprocess_env
+from tests.conftest import make_home, subprocess_env
 
 CLIENTS = ["visual-studio-code", "neovim"]
 """Capability sets every end-to-end suite runs against (pytest-lsp ``clients/``)."""
@@ -148,8 +148,6 @@ async def client(lsp: LanguageClient, client_name: str, workspace: Path) -> Lang
 
 
 # -- one server per module --------------------------------------------------------
-
-DIR_NAMES = ("data", "state", "config", "cache")
 
 
 class SharedServer:
@@ -272,11 +270,7 @@ def shared_client_name(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="module")
 def server_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The shared server's data/state/config/cache folders."""
-    root = tmp_path_factory.mktemp("server-home")
-    home = {name: root / name for name in DIR_NAMES}
-    for path in home.values():
-        path.mkdir()
-    return home
+    return make_home(tmp_path_factory.mktemp("server-home"))
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
