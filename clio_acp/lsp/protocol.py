@@ -39,7 +39,13 @@ from typing import Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.protocol import LanguageServerProtocol, lsp_method
-from pygls.protocol.json_rpc import JsonRPCProtocol, MsgId, RPCNotification, RPCRequest
+from pygls.protocol.json_rpc import (
+    JsonRPCProtocol,
+    JsonRPCResponseMessage,
+    MsgId,
+    RPCNotification,
+    RPCRequest,
+)
 from pygls.protocol.language_server import _prepare_command_arguments
 
 logger = logging.getLogger(__name__)
@@ -139,6 +145,22 @@ class _MalformedRequest:
     code: int = INVALID_PARAMS
 
 
+def _unexpected_reply(data: dict[str, Any]) -> Any:
+    # pygls 2.1.1 structures a reply by the result type of the request it answers
+    # (``workspace/configuration`` wants a list); a client replying ``null`` or a bad
+    # error object failed to structure, and the request awaiting it hung until its
+    # timeout (10 s for the configuration pull, before any command could run).
+    """A reply (``id``, no ``method``) whose ``result`` or ``error`` does not have the
+    expected type, as a message that still settles the request awaiting it: the raw
+    ``result``, or an ``InternalError`` naming the bad error object (JSON-RPC 2.0 §5)."""
+    if "error" in data:
+        error = types.ResponseError(code=INTERNAL_ERROR, message="malformed error reply")
+        return types.ResponseErrorMessage(id=data["id"], error=error)
+    return JsonRPCResponseMessage(
+        id=data["id"], jsonrpc=JsonRPCProtocol.VERSION, result=data.get("result")
+    )
+
+
 class ClioLanguageServerProtocol(LanguageServerProtocol):
     """pygls' LSP protocol with the lifecycle rules of LSP 3.17 enforced.
 
@@ -193,6 +215,8 @@ class ClioLanguageServerProtocol(LanguageServerProtocol):
                     method=data["method"],
                     message=f"Invalid params for {data['method']}",
                 )
+            if "id" in data and "method" not in data:
+                return _unexpected_reply(data)
             return data
         if is_request and "jsonrpc" in data and not isinstance(structured, RPCRequest):
             # A notification method sent with an id (``initialized``, ``$/cancelRequest``)

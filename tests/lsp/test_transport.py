@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from clio_acp.lsp.stdio import MAX_BODY_BYTES, MAX_HEADER_LINE_BYTES
-from tests.support.hostile import lsp_message, probe, start_peer
+from tests.support.hostile import WirePeer, lsp_message, probe, start_peer, wire_env
 
 
 @pytest.fixture
@@ -60,3 +60,35 @@ def test_a_well_formed_message_still_works_after_the_limits(peer):
     big = {"jsonrpc": "2.0", "id": "big", "method": "x/unknown", "params": {"t": "y" * 100_000}}
     assert peer.send(lsp_message(big))
     assert peer.wait_for({"big"}, 30) == set()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [{"result": None}, {"error": "not an error object"}],
+    ids=["null", "bad-error"],
+)
+def test_a_mistyped_reply_to_the_configuration_pull_settles_it_at_once(tmp_path, reply):
+    # Regression: pygls could not structure such a reply, so the pull (and every command
+    # waiting for the initial configuration) hung until its 10 s timeout, after which
+    # the server sent $/cancelRequest for it.
+    peer = WirePeer("lsp", wire_env(tmp_path), tmp_path / "lsp-stderr.log")
+    try:
+        init = {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "processId": None, "rootUri": None,
+            "capabilities": {"workspace": {"configuration": True}}}}  # fmt: skip
+        peer.send(lsp_message(init))
+        assert peer.wait_for({"init"}, 60) == set()
+        peer.send(lsp_message({"jsonrpc": "2.0", "method": "initialized", "params": {}}))
+        pull = peer.wait_for_request("workspace/configuration", 60)
+        assert pull is not None
+        peer.send(lsp_message({"jsonrpc": "2.0", "id": pull["id"], **reply}))
+        usage = {"jsonrpc": "2.0", "id": "usage", "method": "workspace/executeCommand",
+                 "params": {"command": "clio.usage", "arguments": []}}  # fmt: skip
+        peer.send(lsp_message(usage))
+        assert peer.wait_for({"usage"}, 60) == set()
+        methods = [m.get("method") for m in peer.messages if isinstance(m, dict)]
+        assert "$/cancelRequest" not in methods
+        (answer,) = [m for m in peer.messages if isinstance(m, dict) and m.get("id") == "usage"]
+        assert "result" in answer
+    finally:
+        peer.close()

@@ -231,10 +231,9 @@ class WirePeer:
                 continue
             with self._cond:
                 self.messages.append(message)
-            if isinstance(message, dict) and "id" in message and "method" not in message:
-                with self._cond:
+                if isinstance(message, dict) and "id" in message and "method" not in message:
                     self.answered.add(_hashable(message["id"]))
-                    self._cond.notify_all()
+                self._cond.notify_all()
 
     def send(self, data: bytes) -> bool:
         """Write raw bytes; False when the process no longer reads (it died)."""
@@ -255,6 +254,20 @@ class WirePeer:
                 left = deadline - time.monotonic()
                 if not missing or left <= 0 or self.proc.poll() is not None:
                     return missing
+                self._cond.wait(min(left, 0.5))
+
+    def wait_for_request(self, method: str, timeout: float) -> dict[str, Any] | None:
+        """Wait until the server sent a request for ``method``; returns it, or None."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for message in self.messages:
+                    if isinstance(message, dict) and message.get("method") == method:
+                        if "id" in message:
+                            return message
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    return None
                 self._cond.wait(min(left, 0.5))
 
     def alive(self) -> bool:
