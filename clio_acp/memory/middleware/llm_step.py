@@ -45,7 +45,27 @@ class LlmStep:
             log.exception("memory evaluate failed; no effects")
             return []
 
-    def _evaluate(self, turn_id: str | None, session_id: str | None) -> list[Effect]:
+    def evaluate_inline(self, turn_id: str | None = None, *, session_id: str | None = None) -> None:
+        """``evaluate`` for a caller that waits for the step right away (replay):
+        a step that cannot ask a model (no client factory or no target) would only
+        write the row that says why (``no_client``, or ``llm_timeout_backoff``);
+        it runs here, synchronously, with the rows and state the detached task
+        would leave. With an LLM tier configured the detached step starts as in
+        ``evaluate_detached``: await ``wait_idle()`` when ``idle`` is False.
+        Never raises."""
+        try:
+            self._evaluate(turn_id, session_id, inline=True)
+        except Exception:
+            log.exception("memory evaluate failed; no effects")
+
+    @property
+    def idle(self) -> bool:
+        """No detached step in flight and no usage row being written."""
+        return self._in_flight is None and not self.__dict__.get("_usage_writes")
+
+    def _evaluate(
+        self, turn_id: str | None, session_id: str | None, inline: bool = False
+    ) -> list[Effect]:
         self._observe(session_id)
         settings = self.settings()
         s = self._s
@@ -75,6 +95,9 @@ class LlmStep:
         rules_spoke = s.rules_spoke_since_step or s.spoke_this_boundary
         s.rules_spoke_since_step = False
         deterministic = any(t != "interval" for t in triggers)
+        if inline and not (self._client_factory and settings.target):
+            self._step_without_model(settings, triggers)
+            return []
         flight = InFlightStep(
             self._generation, "llm", s.compaction_epoch, self._cancel, self.session_id
         )
@@ -109,6 +132,14 @@ class LlmStep:
             log.exception("memory step failed")
         finally:
             self._release(flight)
+
+    def _step_without_model(self, settings: MemorySettings, triggers: list[str]) -> None:
+        """What ``_run_prompted_step`` does when no client can exist for ``settings``:
+        ``_step_client`` writes the row that says why and returns None."""
+        try:
+            self._step_client(settings, triggers)
+        except Exception:
+            log.exception("memory step failed")
 
     def _keep_triggers_pending(self, triggers: list[str]) -> None:
         """§4/§11.17: a step skipped for a busy endpoint leaves its triggers pending."""

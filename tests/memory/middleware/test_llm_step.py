@@ -7,9 +7,12 @@ envelope parser and telemetry are the real ones."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clio_acp.agent.memory_hooks import RouterMemoryClient
 from clio_acp.memory.middleware import MemoryMiddleware, ToolCall, ToolOutcome
@@ -498,3 +501,126 @@ async def test_wait_idle_returns_only_after_the_usage_rows_are_written(tmp_path)
         lock.release()
     await idle
     assert len(_usage_rows(tmp_path)) == 1
+
+
+# -- evaluate_inline: the rules-only step without a task (replay) -------------------
+
+_OPS = st.lists(
+    st.sampled_from(
+        ["prompt", "turn", "ok", "fail", "fail2", "end", "abort", "loop", "compact", "eval"]
+    ),
+    max_size=40,
+)
+
+
+def _rules_only_pair():
+    from clio_acp.agent.replay import ReplayClock
+    from clio_acp.memory.bank import TaskMemoryBank
+    from clio_acp.settings import MemorySettings
+
+    live = MemorySettings(target=None, model=None, cadence_tool_calls=2)
+    made = []
+    for _ in range(2):
+        sink = MemorySinkList()
+        mw = MemoryMiddleware(
+            lambda: live, bank=TaskMemoryBank(clock=ReplayClock()), telemetry=sink, session_id="A"
+        )
+        made.append((mw, sink))
+    return made
+
+
+def _drive(mw, op, step):
+    if op == "prompt":
+        return mw.turn_start(f"t{step}", "Fix the parser. Never edit the tests.")
+    if op == "turn":
+        return mw.turn_start(f"t{step}")
+    if op in {"ok", "fail", "fail2"}:
+        command = {"ok": "ls", "fail": "python repro.py", "fail2": "pytest -x"}[op]
+        call = ToolCall("bash", {"command": command}, f"c{step}")
+        mw.before_tool(call)
+        return mw.after_tool(call, OK if op == "ok" else FAIL)
+    if op in {"end", "abort"}:
+        return mw.turn_end(f"t{step}", aborted=op == "abort")
+    if op == "loop":
+        return mw.signal_loop()
+    if op == "compact":
+        return mw.on_compaction()
+    return None
+
+
+def _same_ids(effects):
+    """Effects with a random offer id replaced by True (the id is per offer)."""
+    return [
+        dataclasses.replace(e, offer_id=True) if getattr(e, "offer_id", None) else e
+        for e in effects or []
+    ]
+
+
+def _observable(mw, sink):
+    return (
+        [r.model_dump(exclude={"at"}) for r in sink.rows],
+        [{k: v for k, v in e.items() if k != "at"} for e in mw.activity],
+        {k: v for k, v in (mw.last_decision or {}).items() if k != "at"},
+        mw.pending_triggers,
+        mw.step_in_flight,
+        [(r.text, r.cited) for r in mw.take_deferred()],
+        mw.bank.snapshot(),
+    )
+
+
+@settings(max_examples=60)
+@given(_OPS)
+def test_evaluate_inline_leaves_what_the_detached_rules_only_step_leaves(ops):
+    """Without an LLM tier, ``evaluate_inline`` writes the same rows, activity,
+    decision, triggers, deferred reminders and bank as ``evaluate`` + ``wait_idle``."""
+    (inline, inline_sink), (detached, detached_sink) = _rules_only_pair()
+
+    async def run():
+        for step, op in enumerate(ops):
+            if op == "eval":
+                inline.evaluate_inline(f"t{step}")
+                assert inline.idle  # no task was started
+                await detached.evaluate(f"t{step}")
+                await detached.wait_idle()
+                continue
+            assert _same_ids(_drive(inline, op, step)) == _same_ids(_drive(detached, op, step))
+
+    asyncio.run(run())
+    assert _observable(inline, inline_sink) == _observable(detached, detached_sink)
+
+
+async def test_evaluate_inline_backs_off_like_the_detached_step_and_starts_llm_steps():
+    """After two llm timeouts the inline step writes ``llm_timeout_backoff`` like the
+    task does; with a target configured it starts the detached step instead."""
+    from clio_acp.settings import MemorySettings
+
+    results = []
+    for inline in (True, False):
+        model = FakeModel(SILENT, SILENT, SILENT, gate=asyncio.Event())  # never answers
+        mw, sink = make(model, cadence_tool_calls=2, timeout_ms=20)
+        live = {
+            "v": MemorySettings(
+                target="local",
+                model="small",
+                cadence_tool_calls=2,
+                timeout_ms=20,
+                capture_requirements=False,
+            )
+        }
+        mw._settings_source = lambda live=live: live["v"]
+        for turn in range(3):
+            if turn == 2:  # the route goes away: the third step cannot ask a model
+                live["v"] = live["v"].model_copy(update={"target": None, "model": None})
+            mw.turn_start(f"t{turn}", "task")
+            tools(mw, 2)
+            if inline:
+                mw.evaluate_inline(f"t{turn}")
+                assert mw.idle == (turn == 2)
+                if not mw.idle:
+                    await mw.wait_idle()
+            else:
+                await mw.evaluate(f"t{turn}")
+                await mw.wait_idle()
+        results.append([(r.tier, r.decision, r.reason, r.trigger_reasons) for r in sink.rows])
+    assert results[0] == results[1]
+    assert results[0][-1][:3] == ("rules", "silent", "llm_timeout_backoff")
