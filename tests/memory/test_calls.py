@@ -228,7 +228,7 @@ def test_python_fed_a_writing_heredoc_changes_files():
 
 # -- the environment scan's ASCII fast path (issue 18) ---------------------------------
 
-from hypothesis import given  # noqa: E402
+from hypothesis import example, given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from clio_acp.memory import calls as _calls  # noqa: E402
@@ -531,3 +531,43 @@ _TOKEN_BY_DEFINITION = __import__("re").compile(
 )
 def test_shell_tokens_taken_a_run_at_a_time_match_the_definition(text):
     assert _calls._TOKEN.findall(text) == _TOKEN_BY_DEFINITION.findall(text)
+
+
+# -- session 4 (hot): fast paths against their definitions ------------------------------
+
+
+def _recorded_outputs() -> list[str]:
+    from tests.memory.middleware.test_facts import _recorded_calls
+
+    return [c.output or "" for c in _recorded_calls()]
+
+
+def _volatile_by_definition(text: str) -> str:
+    return _calls._VOLATILE.sub(lambda m: _calls._MASKS[m.lastgroup or "addr"], text)
+
+
+_ASCII_VOLATILE_PIECES = st.sampled_from(
+    ["0x7f00aa11", "0xABCDEF", "pid 42", "PID=7", "pid:3", "Pid 4", "xpid 5", "12:30:01",
+     "1:02:03.5", "2026-01-02T03:04:05Z", "2026-01-02 03:04:05,123+01:00", "3.5 s", "10ms",
+     "7 seconds", "4secs", "12.25\x1cs", "a1", "_9", "p", "P", "x", "i", "d", "I", "D", "s",
+     "m", " ", "\t", "\n", "\x1f", "0", "1", "9", "0x", ":", "-", ".", ",", "T", "Z", "+"]
+)  # fmt: skip
+
+
+@given(st.lists(_ASCII_VOLATILE_PIECES, max_size=25).map("".join))
+@example("took 12.25\x1cs, 3\tms and 1xABCD1 at 10:20:30 (7x0123)")
+@example("a1xdead p0xbeef")
+def test_ascii_volatile_mask_matches_the_definition(text):
+    assert _calls.mask_volatile_details(text) == _volatile_by_definition(text)
+
+
+@given(st.text(alphabet=st.sampled_from([*"0123456789pPiIdDxsmT:-. \t\x1c_aZ+,"]), max_size=40))
+def test_ascii_volatile_mask_matches_the_definition_on_any_ascii_mix(text):
+    assert _calls.mask_volatile_details(text) == _volatile_by_definition(text)
+
+
+def test_volatile_mask_matches_the_definition_on_every_recorded_output():
+    outputs = _recorded_outputs()
+    assert len(outputs) > 1000
+    for output in outputs:
+        assert _calls.mask_volatile_details(output) == _volatile_by_definition(output)
