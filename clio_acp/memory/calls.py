@@ -352,10 +352,11 @@ _VOLATILE = re.compile(
     r"|(?P<pid>\b(?:pid|PID)[ =:]\d+)"
     r")"
 )
-# The same matches on ASCII text (where ``\d`` is ``[0-9]``), with the first character
-# consumed by a set the engine skips to in C (a lookahead start is tried at every
-# offset) and the ``\b`` before it checked behind: ~2x faster on failure outputs.
-# tests/memory/test_calls.py compares the two on generated and recorded texts.
+# The same matches on text whose only decimal digits are ASCII (there ``\d`` is
+# ``[0-9]``), with the first character consumed by a set the engine skips to in C (a
+# lookahead start is tried at every offset) and the ``\b`` before it checked behind:
+# ~2x faster on failure outputs. tests/memory/test_calls.py compares the two on
+# generated and recorded texts.
 _VOLATILE_ASCII = re.compile(
     r"[0-9pP](?:"
     r"(?P<addr>(?<=0)x[0-9a-fA-F]{4,})"
@@ -374,10 +375,33 @@ def _mask_match(match: re.Match[str]) -> str:
     return _MASKS[match.lastgroup or "addr"]
 
 
-def mask_volatile_details(text: str) -> str:
-    """``text`` with addresses, clock times, durations and pids masked (``_VOLATILE``)."""
-    pattern = _VOLATILE_ASCII if text.isascii() else _VOLATILE
+def mask_volatile_details(text: str, ascii_digits: bool = False) -> str:
+    """``text`` with addresses, clock times, durations and pids masked (``_VOLATILE``).
+    ``ascii_digits``: the caller knows every decimal digit of ``text`` is ASCII."""
+    pattern = _VOLATILE_ASCII if ascii_digits else _volatile_pattern(text)
     return pattern.sub(_mask_match, text)
+
+
+_NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
+_DIGIT = re.compile(r"\d")
+_NON_ASCII_RUNS_CHECKED = 32
+
+
+def _volatile_pattern(text: str) -> re.Pattern[str]:
+    """``_VOLATILE_ASCII`` unless ``text`` may hold a non-ASCII decimal digit (its
+    first ``_NON_ASCII_RUNS_CHECKED`` runs of non-ASCII characters are looked at;
+    a text with more takes ``_VOLATILE``)."""
+    if text.isascii():
+        return _VOLATILE_ASCII
+    position = 0
+    for _ in range(_NON_ASCII_RUNS_CHECKED):
+        run = _NON_ASCII_RUN.search(text, position)
+        if run is None:
+            return _VOLATILE_ASCII
+        if _DIGIT.search(run.group()):
+            return _VOLATILE
+        position = run.end()
+    return _VOLATILE
 
 
 # §12.1 signatures look at the head and the tail of a long result (where tools put
@@ -389,7 +413,9 @@ SIGNATURE_TAIL_CHARS = 6000
 @_memo_text
 def _mask_volatile(text: str) -> str:
     if len(text) > SIGNATURE_HEAD_CHARS + SIGNATURE_TAIL_CHARS:
-        text = text[:SIGNATURE_HEAD_CHARS] + "\n…\n" + text[-SIGNATURE_TAIL_CHARS:]
+        head, tail = text[:SIGNATURE_HEAD_CHARS], text[-SIGNATURE_TAIL_CHARS:]
+        text = head + "\n…\n" + tail
+        return collapse(mask_volatile_details(text, head.isascii() and tail.isascii()))
     return collapse(mask_volatile_details(text))
 
 

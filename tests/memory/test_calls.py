@@ -571,3 +571,28 @@ def test_volatile_mask_matches_the_definition_on_every_recorded_output():
     assert len(outputs) > 1000
     for output in outputs:
         assert _calls.mask_volatile_details(output) == _volatile_by_definition(output)
+
+
+@given(st.lists(_ASCII_VOLATILE_PIECES | st.sampled_from(["…", "٣", "é", "१2", "\u2028"])))
+def test_volatile_mask_with_non_ascii_text_matches_the_definition(pieces):
+    text = "".join(pieces)
+    assert _calls.mask_volatile_details(text) == _volatile_by_definition(text)
+
+
+def test_volatile_pattern_choice():
+    cut = "x" * _calls.SIGNATURE_HEAD_CHARS + "\n…\n" + "took 3 s"
+    assert _calls._volatile_pattern(cut) is _calls._VOLATILE_ASCII
+    assert _calls._volatile_pattern(cut + " ٣") is _calls._VOLATILE
+    many = "é " * _calls._NON_ASCII_RUNS_CHECKED
+    assert _calls._volatile_pattern(many) is _calls._VOLATILE
+    assert _calls._volatile_pattern(many[2:]) is _calls._VOLATILE_ASCII
+
+
+@given(st.lists(_ASCII_VOLATILE_PIECES | st.sampled_from(["٣", "€"]), max_size=12))
+@example(["٣", "10ms"])
+def test_masking_a_long_output_matches_the_definition(pieces):
+    head = "".join(pieces)
+    text = head + "-" * (_calls.SIGNATURE_HEAD_CHARS + _calls.SIGNATURE_TAIL_CHARS + 1) + head
+    cut = text[: _calls.SIGNATURE_HEAD_CHARS] + "\n…\n" + text[-_calls.SIGNATURE_TAIL_CHARS :]
+    _calls.clear_caches()
+    assert _calls._mask_volatile(text) == _calls.collapse(_volatile_by_definition(cut))
