@@ -18,7 +18,7 @@ import threading
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -28,6 +28,7 @@ from clio_acp.timestamps import is_canonical_timestamp, utc_now
 
 __all__ = [
     "DECISIONS",
+    "NO_WRITES",
     "REASONS",
     "ROTATE_BYTES",
     "TIERS",
@@ -35,10 +36,13 @@ __all__ = [
     "TRIGGER_REASONS",
     "BankDelta",
     "MemoryTrace",
+    "StepFields",
     "StepRecord",
     "TelemetrySink",
     "bank_delta",
+    "delta_counts",
     "parse_step_line",
+    "step_record",
 ]
 
 log = logging.getLogger(__name__)
@@ -102,7 +106,10 @@ class BankDelta(_Strict):
 
 
 class TokenCost(_Strict):
-    """Tokens of one step: input, output and their sum (§5)."""
+    """Tokens of one step: input, output and their sum (§5). Frozen: rows with the
+    same counts may share one instance."""
+
+    model_config = ConfigDict(frozen=True)
 
     input: int = Field(ge=0)
     output: int = Field(ge=0)
@@ -236,6 +243,12 @@ def _entry_keys(snapshot: dict[str, Any] | None, kind: str) -> dict[str, tuple[A
 def bank_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> BankDelta:
     """Compare two bank snapshots keyed by id (§5 "bankDelta"). An entry is updated
     only when ``content`` or ``createdAt`` differ; injection bumps are not writes."""
+    return _delta_of(delta_counts(before, after))
+
+
+def delta_counts(before: dict[str, Any] | None, after: dict[str, Any] | None) -> tuple[int, ...]:
+    """``bank_delta`` as nine counts: added, updated, deleted of status, knowledge and
+    procedural, in that order."""
     counts: list[int] = []
     for kind in _DELTA_KINDS:
         if before and after and before.get(kind) == after.get(kind):
@@ -251,7 +264,7 @@ def bank_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> B
             sum(1 for key in common if new[key] != old[key]),
             len(old) - len(common),
         )
-    return _delta_of(tuple(counts))
+    return tuple(counts)
 
 
 @lru_cache(maxsize=256)
@@ -269,6 +282,108 @@ def _delta_of(counts: tuple[int, ...]) -> BankDelta:
 def empty_delta() -> BankDelta:
     """A bank delta with every count zero."""
     return bank_delta(None, None)
+
+
+class StepFields(NamedTuple):
+    """The values of one v2 row as the middleware has them (§5): snake_case, the
+    triggers a tuple, the bank delta as its nine counts (``delta_counts``).
+    ``to_row`` is the camelCase row; ``step_record`` validates it."""
+
+    at: str
+    trigger_reasons: tuple[str, ...]
+    tier: str
+    bank_delta: tuple[int, ...]
+    decision: str
+    reason: str
+    bank_operations: int = 0
+    dropped_operations: int = 0
+    cited_entries: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    target_id: str | None = None
+    model_id: str | None = None
+    decoding: str | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        """The v2 row (camelCase; the pair and ``decoding`` only when set — decoding on
+        llm rows only), before validation."""
+        row: dict[str, Any] = {
+            "version": 2,
+            "at": self.at,
+            "triggerReasons": list(self.trigger_reasons),
+            "tier": self.tier,
+            "bankDelta": _delta_of(self.bank_delta),  # validated once per counts
+            "decision": self.decision,
+            "reason": self.reason,
+            "bankOperations": self.bank_operations,
+            "droppedOperations": self.dropped_operations,
+            "citedEntries": self.cited_entries,
+            "tokenCost": {
+                "input": self.input_tokens,
+                "output": self.output_tokens,
+                "total": self.input_tokens + self.output_tokens,
+            },
+            "latencyMs": self.latency_ms,
+        }
+        if self.target_id and self.model_id:
+            row["targetId"], row["modelId"] = self.target_id, self.model_id
+        if self.decoding and self.tier == "llm":
+            row["decoding"] = self.decoding
+        return row
+
+
+_RECORDS: dict[tuple[Any, ...], StepRecord] = {}
+_RECORDS_LIMIT = 1024
+
+
+NO_WRITES = (0,) * 9
+"""The ``delta_counts`` of a row with no bank write (shared: checked by identity)."""
+_PLAIN_SHAPES = frozenset(
+    (str, tuple, str, tuple, str, str, int, int, int, int, int, float, target, model, decoding)
+    for target in (type(None), str)
+    for model in (type(None), str)
+    for decoding in (type(None), str)
+)
+
+
+def _plain(fields: StepFields) -> bool:
+    """Every value is exactly a str, int, float or None where the schema expects
+    one: then equal values are equal to the validator (``True == 1``, ``0 == 0.0``
+    and str subclasses are not), so a row can stand for every row equal to it."""
+    if tuple(map(type, fields)) not in _PLAIN_SHAPES:
+        return False
+    for trigger in fields.trigger_reasons:
+        if type(trigger) is not str:
+            return False
+    if fields.bank_delta is not NO_WRITES:
+        for count in fields.bank_delta:
+            if type(count) is not int:
+                return False
+    return True
+
+
+def step_record(fields: StepFields) -> StepRecord:
+    """``StepRecord.model_validate(fields.to_row())`` (§5), with the schema run once
+    per distinct row apart from its time: a later row equal to a validated one but
+    for ``at`` (plain values only, see ``_plain``) is that record with its own
+    canonical ``at`` — no other check involves ``at``. Rows share the frozen bank
+    delta and token cost; each has its own trigger list. Raises what
+    ``model_validate`` raises (a ``ValueError``)."""
+    plain = _plain(fields)
+    template = _RECORDS.get(fields[1:]) if plain else None
+    if template is not None and type(fields.at) is str and _canonical_at(fields.at):
+        return template.model_copy(
+            update={"at": fields.at, "trigger_reasons": list(template.trigger_reasons)}
+        )
+    record = StepRecord.model_validate(fields.to_row())
+    if plain:
+        if len(_RECORDS) >= _RECORDS_LIMIT:
+            _RECORDS.clear()
+        _RECORDS[fields[1:]] = record.model_copy(
+            update={"trigger_reasons": list(record.trigger_reasons)}
+        )
+    return record
 
 
 class TelemetrySink:
@@ -296,6 +411,18 @@ class TelemetrySink:
             return
         try:
             record = StepRecord.model_validate(row)
+        except ValueError:
+            log.debug("memory telemetry row rejected", exc_info=True)
+            return
+        self.emit(record)
+
+    def emit_fields(self, fields: StepFields) -> None:
+        """``emit_row(fields.to_row())`` (validated once, by ``step_record``): an
+        invalid row is logged at debug level and dropped; never raises."""
+        if not self.keeps_rows:
+            return
+        try:
+            record = step_record(fields)
         except ValueError:
             log.debug("memory telemetry row rejected", exc_info=True)
             return

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.middleware import render_activity
@@ -20,13 +22,16 @@ from clio_acp.memory.spend import (
     format_spend,
 )
 from clio_acp.memory.telemetry import (
+    NO_WRITES,
     ROTATE_BYTES,
     MemorySinkList,
     MemoryTrace,
+    StepFields,
     StepRecord,
     TelemetrySink,
     bank_delta,
     parse_step_line,
+    step_record,
 )
 from tests.support.step_rows import step_row
 
@@ -293,3 +298,109 @@ def test_a_sink_without_a_path_keeps_nothing():
     sink = TelemetrySink(None)
     assert not sink.keeps_rows
     sink.emit_row(_row(reason="not_a_reason"))  # not even validated
+
+
+# -- step_record: the schema once per distinct row (MEMORY_SPEC §5) ------------------
+
+
+class _Text(str):
+    """A str subclass: equal to its text, yet not a plain str to the cache."""
+
+
+_ANY_TRIGGER = st.sampled_from(["turn_end", "interval", "loop_signal", "manual", "whim"])
+_COUNT = st.one_of(st.integers(-1, 3), st.booleans(), st.just(1.0))
+_FIELDS = st.builds(
+    StepFields,
+    at=st.sampled_from(
+        ["2026-01-02T03:04:05.678Z", "2026-01-02T03:04:05.679Z", "2026-02-30T00:00:00.000Z", ""]
+    ),
+    trigger_reasons=st.lists(_ANY_TRIGGER, max_size=4).map(tuple),
+    tier=st.sampled_from(["rules", "llm", "both"]),
+    bank_delta=st.one_of(
+        st.just(NO_WRITES), st.lists(st.integers(0, 2), min_size=9, max_size=9).map(tuple)
+    ),
+    decision=st.sampled_from(["silent", "injected", "maybe"]),
+    reason=st.sampled_from(["no_repeated_failure", "intervened", "no_client", "vibes"]),
+    bank_operations=_COUNT,
+    dropped_operations=_COUNT,
+    cited_entries=_COUNT,
+    input_tokens=_COUNT,
+    output_tokens=_COUNT,
+    latency_ms=st.one_of(st.sampled_from([0.0, 1.5, -1.0, float("nan")]), st.integers(0, 2)),
+    target_id=st.sampled_from([None, "", "local", "x" * 257]),
+    model_id=st.sampled_from([None, "small"]),
+    decoding=st.sampled_from([None, "grammar", "beam"]),
+)
+
+
+def _equal_but_not_plain(fields):
+    """Variants equal to ``fields`` (same dict key) whose values the strict schema
+    may judge differently: bool for int, int for float, a str subclass."""
+    yield fields._replace(cited_entries=bool(fields.cited_entries) or fields.cited_entries)
+    if isinstance(fields.latency_ms, float) and fields.latency_ms.is_integer():
+        yield fields._replace(latency_ms=int(fields.latency_ms))
+    yield fields._replace(trigger_reasons=tuple(_Text(t) for t in fields.trigger_reasons))
+    yield fields._replace(
+        bank_delta=tuple(bool(c) if c in (0, 1) else c for c in fields.bank_delta)
+    )
+    yield fields._replace(decision=_Text(fields.decision))
+
+
+def _validated(fields):
+    try:
+        return StepRecord.model_validate(fields.to_row())
+    except ValueError:
+        return None
+
+
+def _cached(fields):
+    try:
+        return step_record(fields)
+    except ValueError:
+        return None
+
+
+def _same(fast, slow):
+    assert (fast is None) == (slow is None)
+    if slow is not None:
+        assert fast == slow
+        assert fast.to_json() == slow.to_json()
+        assert fast.model_fields_set == slow.model_fields_set
+        assert type(fast.latency_ms) is type(slow.latency_ms)
+
+
+@settings(max_examples=300)
+@given(_FIELDS, st.sampled_from(["2026-01-02T03:04:06.000Z", "2026-01-02T03:04:05Z", ""]))
+def test_step_record_equals_the_schema_for_every_row_and_its_look_alikes(fields, later):
+    """Accepted or rejected exactly as ``StepRecord.model_validate(fields.to_row())``:
+    first sight, second sight (from the remembered record), another time, and rows
+    equal to it whose types differ (``True`` for 1, ``0`` for 0.0, a str subclass)."""
+    for candidate in (fields, fields, fields._replace(at=later), *_equal_but_not_plain(fields)):
+        _same(_cached(candidate), _validated(candidate))
+
+
+def test_rows_from_one_remembered_record_do_not_share_their_trigger_list():
+    fields = StepFields(
+        "2026-01-02T03:04:05.678Z", ("turn_end",), "rules", NO_WRITES, "silent",
+        "no_repeated_failure",
+    )  # fmt: skip
+    first, second = step_record(fields), step_record(fields._replace(at="2026-01-02T03:04:05.679Z"))
+    first.trigger_reasons.append("manual")
+    assert second.trigger_reasons == ["turn_end"]
+    assert step_record(fields).trigger_reasons == ["turn_end"]
+    assert second.at == "2026-01-02T03:04:05.679Z" and first.at == "2026-01-02T03:04:05.678Z"
+
+
+def test_the_sink_takes_fields_validated_once_and_drops_an_invalid_row(tmp_path):
+    fields = StepFields(
+        "2026-01-02T03:04:05.678Z", ("turn_end",), "rules", NO_WRITES, "silent",
+        "no_repeated_failure",
+    )  # fmt: skip
+    sink = MemorySinkList()
+    sink.emit_fields(fields)
+    sink.emit_fields(fields._replace(reason="not_a_reason"))
+    assert [r.reason for r in sink.rows] == ["no_repeated_failure"]
+    path = tmp_path / "steps.jsonl"
+    TelemetrySink(path).emit_fields(fields)
+    assert parse_step_line(path.read_text().splitlines()[0]) == sink.rows[0]
+    TelemetrySink(None).emit_fields(fields._replace(reason="not_a_reason"))  # nowhere: no-op

@@ -10,32 +10,32 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from clio_acp.memory.telemetry import BankDelta, bank_delta
+from clio_acp.memory.telemetry import NO_WRITES, StepFields, delta_counts
 from clio_acp.timestamps import format_timestamp
 
 __all__ = ["ActivityLog", "render_activity"]
 
 log = logging.getLogger(__name__)
 
-_NO_DELTA = bank_delta(None, None)
-_last_row_time: tuple[datetime | None, str] = (None, "")
+_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_last_row_time: tuple[int, str] = (-1, "")
 
 
 def _row_time() -> str:
     """``timestamps.utc_now()``, formatted once per millisecond: the rows written in
-    one millisecond (a turn end, its step) share the text (a canonical timestamp
-    has millisecond precision, so it is the same text)."""
+    one millisecond (a turn end, its step) share the text. ``datetime.now`` floors
+    the same system clock to microseconds, so the millisecond is the same."""
     global _last_row_time
-    now = datetime.now(UTC)
-    moment = now.replace(microsecond=now.microsecond - now.microsecond % 1000)
+    ms = time.time_ns() // 1_000_000
     last, text = _last_row_time
-    if moment != last:
-        text = format_timestamp(moment)
-        _last_row_time = (moment, text)
+    if ms != last:
+        text = format_timestamp(_UNIX_EPOCH + timedelta(milliseconds=ms))
+        _last_row_time = (ms, text)
     return text
 
 
@@ -52,43 +52,6 @@ def render_activity(event: dict[str, Any]) -> str:
     if event["citedEntries"]:
         parts.append(f"{event['citedEntries']} cited")
     return " ".join(parts)
-
-
-def _step_row(
-    at: str,
-    triggers: list[str],
-    tier: str,
-    delta: BankDelta,
-    decision: str,
-    reason: str,
-    counts: dict[str, int],
-    latency: float,
-    route: tuple[str | None, str | None],
-    decoding: str | None,
-) -> dict[str, Any]:
-    """The v2 telemetry row (§5) as a plain dict, before validation."""
-    target_id, model_id = route
-    input_tokens, output_tokens = counts["input"], counts["output"]
-    return {
-        "version": 2,
-        "at": at,
-        "triggerReasons": triggers,
-        "tier": tier,
-        "bankDelta": delta,  # already a validated BankDelta
-        "decision": decision,
-        "reason": reason,
-        "bankOperations": counts["bank_operations"],
-        "droppedOperations": counts["dropped_operations"],
-        "citedEntries": counts["cited"],
-        "tokenCost": {
-            "input": input_tokens,
-            "output": output_tokens,
-            "total": input_tokens + output_tokens,
-        },
-        "latencyMs": latency,
-        **({"targetId": target_id, "modelId": model_id} if target_id and model_id else {}),
-        **({"decoding": decoding} if decoding and tier == "llm" else {}),
-    }
 
 
 class ActivityLog:
@@ -110,15 +73,16 @@ class ActivityLog:
         than a full deep-copied snapshot, taken once per telemetry row."""
         return self.bank.delta_view()
 
-    def _take_delta(self, tier: str) -> BankDelta:
-        """Bank writes since the previous row (computed only when something wrote)."""
+    def _take_delta(self, tier: str) -> tuple[int, ...]:
+        """Bank writes since the previous row as ``delta_counts`` (computed only when
+        something wrote)."""
         if tier != "llm" and not self._bank_dirty:
-            return _NO_DELTA  # writes by others land in the next computed row
+            return NO_WRITES  # writes by others land in the next computed row
         snapshot = self._delta_snapshot()
-        delta = bank_delta(self._last_snapshot, snapshot)
+        counts = delta_counts(self._last_snapshot, snapshot)
         self._last_snapshot = snapshot
         self._bank_dirty = False
-        return delta
+        return counts
 
     def _emit(
         self,
@@ -142,22 +106,18 @@ class ActivityLog:
         is the answer's decoding mode (§12.9). A row the schema rejects is logged at
         debug level and dropped; the activity event is kept."""
         unique = list(dict.fromkeys(triggers))[:3] or ["manual"]
-        delta = self._take_delta(tier)
+        counts = self._take_delta(tier)
         at = _row_time()
         latency = max(0.0, round(latency_ms, 3)) if math.isfinite(latency_ms) else 0.0
-        counts = {
-            "cited": cited,
-            "bank_operations": bank_operations,
-            "dropped_operations": dropped_operations,
-            "input": input_tokens,
-            "output": output_tokens,
-        }
-        row = _step_row(
-            at, unique, tier, delta, decision, reason, counts, latency,
-            (target_id, model_id), decoding,
+        fields = StepFields(
+            at, tuple(unique), tier, counts, decision, reason, bank_operations,
+            dropped_operations, cited, input_tokens, output_tokens, latency,
+            target_id if target_id and model_id else None,
+            model_id if target_id and model_id else None,
+            decoding if decoding and tier == "llm" else None,
         )  # fmt: skip
         try:
-            self.telemetry.emit_row(row)  # validated there, once (§5)
+            self.telemetry.emit_fields(fields)  # validated there, once (§5)
         except Exception:
             log.debug("memory telemetry sink failed", exc_info=True)
         event = {
@@ -167,7 +127,7 @@ class ActivityLog:
             "decision": decision,
             "reason": reason,
             "citedEntries": cited,
-            "bankWrites": delta.writes,
+            "bankWrites": sum(counts),
             "latencyMs": latency,
         }
         self._s.activity.appendleft(event)
