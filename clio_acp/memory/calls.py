@@ -10,6 +10,7 @@ settings. The middleware and the rules tier decide what to *do* with these facts
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import math
@@ -1084,7 +1085,26 @@ def ascii_fold(text: str) -> str:
     become that letter, other word characters ``0``, the rest NUL. A pattern of ASCII
     letters, digits-free words and spaces (``\\b`` allowed) matches the lowercased
     result case-sensitively exactly where it matches ``text`` with IGNORECASE."""
-    return _NON_ASCII.sub(lambda m: _ascii_stand_in(m.group()), text)
+    if text.isascii():
+        return text
+    # The encoder copies the ASCII runs in C and asks ``_fold_error`` for each run of
+    # other characters (~3x faster than a regex substitution on a long log).
+    return text.encode("ascii", _FOLD_ERRORS).decode("ascii")
+
+
+_FOLD_ERRORS = "clio-acp-ascii-fold"
+
+
+def _fold_error(error: UnicodeError) -> tuple[str, int]:
+    """Codec error handler of ``ascii_fold``: the stand-ins of the characters the
+    ASCII encoder could not take."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    run = error.object[error.start : error.end]
+    return "".join(map(_ascii_stand_in, run)), error.end
+
+
+codecs.register_error(_FOLD_ERRORS, _fold_error)
 
 
 def _env_candidate_lines(text: str) -> list[str]:

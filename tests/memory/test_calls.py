@@ -596,3 +596,18 @@ def test_masking_a_long_output_matches_the_definition(pieces):
     cut = text[: _calls.SIGNATURE_HEAD_CHARS] + "\n…\n" + text[-_calls.SIGNATURE_TAIL_CHARS :]
     _calls.clear_caches()
     assert _calls._mask_volatile(text) == _calls.collapse(_volatile_by_definition(cut))
+
+
+def _fold_by_definition(text: str) -> str:
+    return _calls._NON_ASCII.sub(lambda m: _calls._ascii_stand_in(m.group()), text)
+
+
+@given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x2FFFF)))
+@example("a\ud800b\udfffİſ\u212aı€文本\n")
+def test_ascii_fold_by_the_encoder_matches_the_definition(text):
+    assert _calls.ascii_fold(text) == _fold_by_definition(text)
+
+
+def test_ascii_fold_by_the_encoder_matches_the_definition_on_recorded_outputs():
+    for output in _recorded_outputs():
+        assert _calls.ascii_fold(output) == _fold_by_definition(output)
