@@ -13,6 +13,7 @@ the middleware decides when any of that happens.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -139,13 +140,27 @@ class RulesMemory:
     requirement_entries: list[list[str]] = field(default_factory=list)
     """[entry id, text] of each captured requirement, in capture order (§13.6)."""
     files_changed: list[str] = field(default_factory=list)
-    last_command: str = ""
+    _last_command: str | Callable[[], str] = field(default="", repr=False, compare=False)
     goal: str = ""
     completion_checked: bool = False
     status_source: str = ""
     """The status text last written (before the bank's normalisation)."""
     status_step: int = 0
     """Tool step of the last status refresh."""
+
+    @property
+    def last_command(self) -> str:
+        """The latest tool call and its outcome as the status says it (§13.5)."""
+        value = self._last_command
+        if not isinstance(value, str):
+            value = self._last_command = value()
+        return value
+
+    @last_command.setter
+    def last_command(self, value: str | Callable[[], str]) -> None:
+        """The line, or a function that writes it on first read: the middleware sets
+        it on every tool call, the status and snapshots read it far less often."""
+        self._last_command = value
 
     # -- §12.1 --------------------------------------------------------------------------
 

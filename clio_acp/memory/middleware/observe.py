@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 from typing import Any
 
 from clio_acp.memory.calls import (
@@ -32,7 +33,7 @@ from clio_acp.memory.middleware.effects import (
     ToolCall,
     ToolOutcome,
 )
-from clio_acp.memory.middleware.facts import call_facts, call_paths
+from clio_acp.memory.middleware.facts import CallFacts, call_facts, call_paths
 from clio_acp.memory.middleware.state import TrajectoryStep, collapse_keep_newlines
 from clio_acp.memory.middleware.triggers import RulesTriggers
 from clio_acp.memory.reminders import blind_retry_text, loop_stop_text
@@ -77,6 +78,16 @@ def failure_line(record: FailureRecord) -> str:
     since step S; last: <digest>``."""
     times = "once" if record.attempts == 1 else f"{record.attempts} times"
     return f"{display_call(record.call)} — failed {times} since step {record.first_step}; last: {record.digest}"
+
+
+def _outcome_line(facts: CallFacts, outcome: str, step: int, digest: str, informative: bool) -> str:
+    """The status's line about one call (§13.5): the command in backticks, then
+    ``failed at step N: <digest>`` or ``succeeded at step N`` (an informative exit
+    adds its digest in parentheses)."""
+    if outcome == "error":
+        return f"`{facts.command}` failed at step {step}: {digest}"
+    note = f" ({digest})" if informative else ""
+    return f"`{facts.command}` succeeded at step {step}{note}"
 
 
 def _errors_of(trajectory: Any, fingerprint: str) -> int:
@@ -170,18 +181,13 @@ class RulesTierObservation(RulesTriggers):
             "stateChanging": step.state_changing,
             "digest": step.digest,
         }
-        s.rules.last_command = self._describe_outcome(step)
+        s.rules.last_command = partial(
+            _outcome_line, step.facts, step.outcome, step.step, step.digest, step.informative
+        )
         if is_error:
             return self._on_failure(settings, step, outcome, epoch_before)
         s.rules.note_outcome(step.fingerprint, step.step, False, "")
         return []
-
-    @staticmethod
-    def _describe_outcome(step: TrajectoryStep) -> str:
-        if step.outcome == "error":
-            return f"`{step.command}` failed at step {step.step}: {step.digest}"
-        note = f" ({step.digest})" if step.informative else ""
-        return f"`{step.command}` succeeded at step {step.step}{note}"
 
     def _still_an_error(
         self, settings: MemorySettings, step: TrajectoryStep, call: ToolCall, outcome: ToolOutcome

@@ -495,3 +495,34 @@ def test_the_files_and_lines_a_failure_names_go_first_in_the_reminder(tmp_path):
     (effect,) = run(mw, bash("python src/bäd_😀.py", "c2"), failing)
     assert effect.paths == (str(tmp_path / "src" / "bäd_😀.py"),)
     assert effect.lines == (2,)
+
+
+# -- session 4 (hot): the status's last-command line is written when first read ---------
+
+
+def _outcome_line_by_definition(command: str, step: int, error: bool, digest: str, note: bool):
+    if error:
+        return f"`{command}` failed at step {step}: {digest}"
+    return f"`{command}` succeeded at step {step}" + (f" ({digest})" if note else "")
+
+
+def test_last_command_written_on_read_equals_the_eager_line():
+    mw, _sink, _live = make()
+    rules = lambda: mw._s.rules  # noqa: E731
+    run(mw, bash("python repro.py"), FAIL)
+    digest = mw.last_observation["digest"]
+    assert rules().last_command == _outcome_line_by_definition(
+        "python repro.py", 1, True, digest, False
+    )
+    run(mw, bash("grep -rn needle src"), ToolOutcome("", True, 1))
+    note = mw.last_observation["digest"]
+    assert mw.last_observation["informative"]
+    run(mw, bash("ls"), OK)
+    # Only the latest call counts, however many calls went by unread.
+    assert rules().export()["lastCommand"] == _outcome_line_by_definition("ls", 3, False, "", False)
+    run(mw, bash("grep -rn needle src"), ToolOutcome("", True, 1))
+    assert rules().last_command == _outcome_line_by_definition(
+        "grep -rn needle src", 4, False, note, True
+    )
+    rules().last_command = "set by hand"
+    assert rules().export()["lastCommand"] == "set by hand"
