@@ -33,7 +33,7 @@ from clio_acp.memory.middleware import (
     ToolCall,
     ToolOutcome,
 )
-from clio_acp.memory.telemetry import MemorySinkList, MemoryTrace
+from clio_acp.memory.telemetry import MemoryTrace, StepCounts
 from clio_acp.settings import MemorySettings
 
 __all__ = [
@@ -221,7 +221,7 @@ async def replay_recording(
     ended the turn there)."""
     fixed = settings if isinstance(settings, MemorySettings) else MemorySettings()
     source = settings if callable(settings) else (lambda: fixed)  # built once, not per hook
-    sink = MemorySinkList()
+    sink = StepCounts()  # the report counts rows by decision/reason
     mw = MemoryMiddleware(
         source,
         bank=TaskMemoryBank(clock=ReplayClock()),
@@ -279,7 +279,7 @@ async def replay_recording(
     report.requirements = [
         e for e in snapshot["knowledge"] if e["content"].startswith(REQUIREMENT_PREFIX)
     ]
-    report.telemetry = dict(Counter(f"{r.decision}/{r.reason}" for r in sink.rows))
+    report.telemetry = sink.counts
     mw.dispose()
     return report
 

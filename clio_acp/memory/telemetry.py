@@ -36,6 +36,7 @@ __all__ = [
     "TRIGGER_REASONS",
     "BankDelta",
     "MemoryTrace",
+    "StepCounts",
     "StepFields",
     "StepRecord",
     "TelemetrySink",
@@ -363,6 +364,18 @@ def _plain(fields: StepFields) -> bool:
     return True
 
 
+def _remembered(fields: StepFields) -> StepRecord | None:
+    """The record validated for an earlier row equal to ``fields`` but for ``at``,
+    when ``fields`` holds plain values and a canonical ``at`` (``fields`` is then
+    valid too); else None. Shared: read it, never change or keep it."""
+    if not _plain(fields) or type(fields.at) is not str:
+        return None
+    template = _RECORDS.get(fields[1:])
+    if template is None or not _canonical_at(fields.at):
+        return None
+    return template
+
+
 def step_record(fields: StepFields) -> StepRecord:
     """``StepRecord.model_validate(fields.to_row())`` (§5), with the schema run once
     per distinct row apart from its time: a later row equal to a validated one but
@@ -370,14 +383,13 @@ def step_record(fields: StepFields) -> StepRecord:
     canonical ``at`` — no other check involves ``at``. Rows share the frozen bank
     delta and token cost; each has its own trigger list. Raises what
     ``model_validate`` raises (a ``ValueError``)."""
-    plain = _plain(fields)
-    template = _RECORDS.get(fields[1:]) if plain else None
-    if template is not None and type(fields.at) is str and _canonical_at(fields.at):
+    template = _remembered(fields)
+    if template is not None:
         return template.model_copy(
             update={"at": fields.at, "trigger_reasons": list(template.trigger_reasons)}
         )
     record = StepRecord.model_validate(fields.to_row())
-    if plain:
+    if _plain(fields):
         if len(_RECORDS) >= _RECORDS_LIMIT:
             _RECORDS.clear()
         _RECORDS[fields[1:]] = record.model_copy(
@@ -465,6 +477,43 @@ class MemorySinkList(TelemetrySink):
     def emit(self, record: StepRecord) -> None:
         """Keep ``record`` in ``rows``."""
         self.rows.append(record)
+        self.rows_written += 1
+
+
+class StepCounts(TelemetrySink):
+    """An in-memory sink that keeps only how many rows of each ``decision/reason`` it
+    was given (``replay``'s report), in order of first sight. Rows are validated as
+    by every sink: an invalid row is dropped, not counted."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self._counts: dict[tuple[str, str], int] = {}
+
+    @property
+    def keeps_rows(self) -> bool:
+        """Always: the counts are the point of this sink."""
+        return True
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """``{"decision/reason": rows}``, keys in order of first sight."""
+        return {f"{decision}/{reason}": n for (decision, reason), n in self._counts.items()}
+
+    def emit_fields(self, fields: StepFields) -> None:
+        """Count a valid row (``step_record``'s verdict; a row equal to one already
+        validated but for a canonical ``at`` is not validated again, nor copied)."""
+        if _remembered(fields) is None:
+            super().emit_fields(fields)
+            return
+        self._count(fields.decision, fields.reason)
+
+    def emit(self, record: StepRecord) -> None:
+        """Count ``record``."""
+        self._count(record.decision, record.reason)
+
+    def _count(self, decision: str, reason: str) -> None:
+        key = (decision, reason)
+        self._counts[key] = self._counts.get(key, 0) + 1
         self.rows_written += 1
 
 

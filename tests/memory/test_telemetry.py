@@ -26,6 +26,7 @@ from clio_acp.memory.telemetry import (
     ROTATE_BYTES,
     MemorySinkList,
     MemoryTrace,
+    StepCounts,
     StepFields,
     StepRecord,
     TelemetrySink,
@@ -404,3 +405,23 @@ def test_the_sink_takes_fields_validated_once_and_drops_an_invalid_row(tmp_path)
     TelemetrySink(path).emit_fields(fields)
     assert parse_step_line(path.read_text().splitlines()[0]) == sink.rows[0]
     TelemetrySink(None).emit_fields(fields._replace(reason="not_a_reason"))  # nowhere: no-op
+
+
+@settings(max_examples=100)
+@given(st.lists(_FIELDS, max_size=12))
+def test_step_counts_count_what_a_list_sink_keeps(rows):
+    """``StepCounts`` (replay) counts exactly the rows a ``MemorySinkList`` keeps, by
+    decision/reason in order of first sight; each row twice (the second from the
+    remembered record), and once as a dict through ``emit_row``."""
+    counts, kept = StepCounts(), MemorySinkList()
+    for fields in rows:
+        for sink in (counts, kept):
+            sink.emit_fields(fields)
+            sink.emit_fields(fields)
+            sink.emit_row(fields.to_row())
+    expected = {}
+    for record in kept.rows:
+        key = f"{record.decision}/{record.reason}"
+        expected[key] = expected.get(key, 0) + 1
+    assert list(counts.counts.items()) == list(expected.items())
+    assert counts.rows_written == kept.rows_written == len(kept.rows)
