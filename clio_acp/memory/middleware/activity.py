@@ -108,12 +108,15 @@ class ActivityLog:
         unique = list(dict.fromkeys(triggers))[:3] or ["manual"]
         counts = self._take_delta(tier)
         at = _row_time()
-        latency = max(0.0, round(latency_ms, 3)) if math.isfinite(latency_ms) else 0.0
+        if latency_ms == 0.0:
+            latency = 0.0  # what the clamp below makes of 0, 0.0 and -0.0
+        else:
+            latency = max(0.0, round(latency_ms, 3)) if math.isfinite(latency_ms) else 0.0
+        pair = target_id and model_id
         fields = StepFields(
             at, tuple(unique), tier, counts, decision, reason, bank_operations,
             dropped_operations, cited, input_tokens, output_tokens, latency,
-            target_id if target_id and model_id else None,
-            model_id if target_id and model_id else None,
+            target_id if pair else None, model_id if pair else None,
             decoding if decoding and tier == "llm" else None,
         )  # fmt: skip
         try:
@@ -127,7 +130,7 @@ class ActivityLog:
             "decision": decision,
             "reason": reason,
             "citedEntries": cited,
-            "bankWrites": sum(counts),
+            "bankWrites": 0 if counts is NO_WRITES else sum(counts),
             "latencyMs": latency,
         }
         self._s.activity.appendleft(event)
