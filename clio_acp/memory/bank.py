@@ -98,6 +98,17 @@ NORMALIZED_MEMO_ENTRIES = 512
 _NORMALIZED: dict[str, str] = {}
 
 
+def canonical_time(moment: datetime) -> str:
+    """``timestamps.format_timestamp(moment)``, written directly for an aware UTC time
+    of a four-digit year (every bank clock reading; ~3x faster than ``strftime``)."""
+    if moment.tzinfo is UTC and moment.year >= 1000:
+        return (
+            f"{moment.year}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
+            f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z"
+        )
+    return format_timestamp(moment)
+
+
 def _base36(n: int) -> str:
     digits = ""
     while True:
@@ -262,8 +273,12 @@ class TaskMemoryBank:
 
     def kind_of(self, entry_id: str) -> EntryKind | None:
         """The class holding ``entry_id``, or None."""
-        entry = self.get(entry_id)
-        return entry.kind if entry else None
+        if self._status and self._status.id == entry_id:
+            return "status"
+        for kind, entries in self._entries.items():
+            if entry_id in entries:
+                return kind
+        return None
 
     def ids(self) -> set[str]:
         """Every id in the bank, status included."""
@@ -275,7 +290,7 @@ class TaskMemoryBank:
     # -- writing ---------------------------------------------------------------
 
     def _now(self) -> str:
-        return format_timestamp(self._clock())
+        return canonical_time(self._clock())
 
     def _next_id(self, kind: EntryKind) -> str:
         entry_id = f"tm-{_ID_LETTER[kind]}-{_base36(self._counter)}"

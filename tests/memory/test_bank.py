@@ -360,3 +360,33 @@ def test_normalizing_normalized_content_is_a_fixed_point_and_memoised():
     assert "[redacted:" in once and "  " not in once
     assert bank_module.normalize_content(once) == once
     assert bank_module._NORMALIZED[once] == once  # handed back without a second redaction
+
+
+# -- session 4 (hot): fast paths against their definitions ------------------------------
+
+
+@given(
+    st.datetimes(timezones=st.sampled_from([UTC, None]) | st.timezones())
+    | st.datetimes(
+        min_value=datetime(1, 1, 1), max_value=datetime(1200, 1, 1), timezones=st.just(UTC)
+    )
+)
+def test_canonical_time_equals_format_timestamp(moment):
+    from clio_acp.memory.bank import canonical_time
+    from clio_acp.timestamps import format_timestamp
+
+    try:
+        expected = format_timestamp(moment)
+    except (OverflowError, ValueError):
+        return  # out of range once converted to UTC: the definition fails too
+    assert canonical_time(moment) == expected
+
+
+def test_kind_of_equals_the_kind_of_the_copy():
+    bank = TaskMemoryBank()
+    knowledge = bank.save("knowledge", "the build needs make", origin="rules")
+    procedural = bank.save("procedural", "pytest failed 1 time", origin="rules")
+    status = bank.update_status("fixing the parser", origin="rules")
+    for entry_id in (knowledge.id, procedural.id, status.id, "tm-p-zz", ""):
+        copy = bank.get(entry_id)
+        assert bank.kind_of(entry_id) == (copy.kind if copy else None)
