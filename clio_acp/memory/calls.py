@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from functools import lru_cache, wraps
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from clio_acp.memory.redact import redact_secrets_text
 
@@ -204,9 +204,10 @@ def call_description(canonical: str) -> str:
 
 
 _MEMOISED: list[Any] = []
+_T = TypeVar("_T")
 
 
-def _memo_text(func: Callable[[str], str]) -> Callable[[str], str]:
+def _memo_text(func: Callable[[str], _T]) -> Callable[[str], _T]:
     """Memoise a pure function of one text: a failing command is usually rerun with
     the same output, and its digest and signatures are wanted more than once per
     event. Texts over ``MEMO_MAX_CHARS`` are computed every time (not kept alive)."""
@@ -214,7 +215,7 @@ def _memo_text(func: Callable[[str], str]) -> Callable[[str], str]:
     _MEMOISED.append(cached)
 
     @wraps(func)
-    def memoised(text: str) -> str:
+    def memoised(text: str) -> _T:
         return func(text) if len(text) > MEMO_MAX_CHARS else cached(text)
 
     return memoised
@@ -871,7 +872,13 @@ def failure_lines(output: str | None, *, exit_code: int | None = None) -> tuple[
     numbers (ids, object hashes) and measured values (4+ decimals); when no line
     names a problem, the last three non-blank lines, masked the same way. Empty output
     gives ``("<empty output, exit N>",)``."""
-    text = output or ""
+    lines = _failure_lines(output or "")
+    return lines if lines else (f"<empty output, exit {exit_code}>",)
+
+
+@_memo_text
+def _failure_lines(text: str) -> tuple[str, ...]:
+    """``failure_lines`` of a text; ``()`` when no line is left."""
     if len(text) > SIGNATURE_HEAD_CHARS + SIGNATURE_TAIL_CHARS:
         text = text[:SIGNATURE_HEAD_CHARS] + "\n" + text[-SIGNATURE_TAIL_CHARS:]
     # From the end: the last three problem lines are found without testing every line.
@@ -890,7 +897,7 @@ def failure_lines(output: str | None, *, exit_code: int | None = None) -> tuple[
             if len(chosen) == FAILURE_LINES:
                 break
     if not last_lines:
-        return (f"<empty output, exit {exit_code}>",)
+        return ()
     chosen = (chosen or last_lines)[::-1]
     return tuple(_MEASURED.sub("<x>", _LONG_NUMBER.sub("<n>", _mask_volatile(ln))) for ln in chosen)
 
@@ -1108,6 +1115,12 @@ codecs.register_error(_FOLD_ERRORS, _fold_error)
 
 
 def _env_candidate_lines(text: str) -> list[str]:
+    """``_env_phrase_lines`` as a list."""
+    return list(_env_phrase_lines(text))
+
+
+@_memo_text
+def _env_phrase_lines(text: str) -> tuple[str, ...]:
     """The stripped lines holding a phrase ``environment_signature`` looks for, in
     order: the lines one ``_ENV_ANY`` pass (IGNORECASE) would hit, found with
     ``str.find`` on the lowercased text, where ``str.lower`` is exactly the regex's
@@ -1118,7 +1131,7 @@ def _env_candidate_lines(text: str) -> list[str]:
     for start in sorted(starts):
         end = text.find("\n", start)
         lines.append(text[start : end if end >= 0 else len(text)].strip())
-    return lines
+    return tuple(lines)  # memoised: immutable
 
 
 def _ascii_phrase_line_starts(text: str) -> set[int]:
@@ -1167,7 +1180,7 @@ def environment_signature(
     text = output or ""
     if len(text) > SIGNATURE_HEAD_CHARS + SIGNATURE_TAIL_CHARS:
         text = text[:SIGNATURE_HEAD_CHARS] + "\n" + text[-SIGNATURE_TAIL_CHARS:]
-    candidates = _env_candidate_lines(text)
+    candidates = _env_phrase_lines(text)
     if not candidates:
         return None  # one pass over the text settles most failures
     programs = _programs(command) if command else set()

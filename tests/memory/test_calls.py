@@ -611,3 +611,23 @@ def test_ascii_fold_by_the_encoder_matches_the_definition(text):
 def test_ascii_fold_by_the_encoder_matches_the_definition_on_recorded_outputs():
     for output in _recorded_outputs():
         assert _calls.ascii_fold(output) == _fold_by_definition(output)
+
+
+def test_memoised_failure_and_environment_scans_equal_fresh_ones():
+    outputs = _recorded_outputs()
+    fresh = []
+    for output in outputs:
+        _calls.clear_caches()
+        fresh.append(
+            (
+                _calls.failure_lines(output, exit_code=2),
+                _calls.environment_signature("pip install x", output, exit_code=2),
+            )
+        )
+    _calls.clear_caches()
+    for _ in range(2):  # the second time through, every text is remembered
+        for output, (lines, environment) in zip(outputs, fresh, strict=True):
+            assert _calls.failure_lines(output, exit_code=2) == lines
+            assert _calls.environment_signature("pip install x", output, exit_code=2) == environment
+    assert _calls.failure_lines("", exit_code=3) == ("<empty output, exit 3>",)
+    assert _calls.failure_lines(" \n", exit_code=None) == ("<empty output, exit None>",)
