@@ -141,3 +141,39 @@ def test_terminal_failure_on_lowercased_ascii_equals_the_ignorecase_regex(screen
 
     text = recordings._WARNING_LINE.sub("", screen)
     assert terminal_failed(screen, "cmd") == bool(recordings._TERMINAL_FAILURE.search(text))
+
+
+_FAILURE_PIECES = st.sampled_from(
+    ["command not found", "no such file", "connection reset", "connection ", "traceback ",
+     "traceback (most recent call last)", "x.y_error:", "_exception:", "error[e0]:", "fatal:",
+     "error in f:", "error in ", "execution halted", "-bash: a: ", "dash: b", "dash: b: ", "zsh: c: ", "sh: ", "e: ",
+     "e:", "segmentation fault", "failed", "afailed", "failed_", "no working ", "cannot stat",
+     "cannot ", ": not found", "make: ***", "killed", "core dumped", "\n", " ", ":", "a", "_"]
+)  # fmt: skip
+
+
+@given(st.lists(_FAILURE_PIECES, max_size=10).map("".join))
+def test_failure_shapes_searched_behind_their_texts_equal_the_whole_alternation(text):
+    """Lowercased ASCII screens: a shape searched only where one of its texts occurs
+    finds a failure exactly when the alternation of all shapes does."""
+    from clio_acp.agent import recordings
+
+    expected = bool(recordings._TERMINAL_FAILURE_LOWER.search(text))
+    assert recordings._lower_ascii_failure(text) == expected
+
+
+def test_failure_shapes_agree_with_the_alternation_on_every_recorded_screen():
+    """Every pma-tb2 terminal output of the shared trajectories, as the loader sees it."""
+    from clio_acp.agent import recordings
+
+    screens = 0
+    for path in sorted((TRAJ / "pma-tb2").glob("*/*/trajectory_agent.steps.jsonl")):
+        for recording in load_recordings(path):
+            for call in recording.calls:
+                text = recordings._WARNING_LINE.sub("", call.output)
+                if not text.isascii():
+                    continue
+                screens += 1
+                expected = bool(recordings._TERMINAL_FAILURE_LOWER.search(text.lower()))
+                assert recordings._lower_ascii_failure(text.lower()) == expected
+    assert screens > 100
