@@ -483,9 +483,48 @@ _WRAPPERS = {"sudo", "env", "command", "time", "nice", "nohup", "exec", "builtin
 
 
 def _strip_heredocs(command: str) -> str:
-    """Remove here-document bodies (their text is data, not commands)."""
+    """Remove here-document bodies (their text is data, not commands): the lines after
+    a line whose ``<<`` operators name delimiters, up to and including the line that
+    is each delimiter (stripped), in turn; to the end when one never comes.
+
+    ``_strip_heredocs_by_lines`` is the definition, line by line; this goes from one
+    occurrence of a delimiter to the next (a long script is skipped in C)."""
     if "<<" not in command:
         return command  # no here-document operator, nothing to remove
+    kept: list[str] = []
+    position, size = 0, len(command)
+    while position <= size:
+        operator = command.find("<<", position)
+        line_end = command.find("\n", operator) if operator >= 0 else -1
+        if line_end < 0:
+            kept.append(command[position:])  # the rest holds no body
+            break
+        kept.append(command[position:line_end])
+        line = command[command.rfind("\n", 0, operator) + 1 : line_end]
+        position = line_end + 1
+        for match in _HEREDOC.finditer(line):
+            position = _after_delimiter_line(command, match.group(2), position)
+    return "\n".join(kept)
+
+
+def _after_delimiter_line(command: str, delimiter: str, position: int) -> int:
+    """Where the line after the first line from ``position`` (a line start) that is
+    ``delimiter`` once stripped begins (past the end when no line is)."""
+    at = command.find(delimiter, position)
+    while at >= 0:
+        start = command.rfind("\n", position, at) + 1 or position
+        end = command.find("\n", at)
+        end = len(command) if end < 0 else end
+        if command[start:end].strip() == delimiter:
+            return end + 1
+        at = command.find(delimiter, end)
+    return len(command) + 1
+
+
+def _strip_heredocs_by_lines(command: str) -> str:
+    """``_strip_heredocs`` by its definition, one line at a time (tests compare)."""
+    if "<<" not in command:
+        return command
     lines = command.split("\n")
     out: list[str] = []
     i = 0
@@ -751,7 +790,10 @@ _PY_WRITES = re.compile(
 )
 _NULL_TARGETS = {"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"}
 # A Python interpreter reading its script from a here-document.
-_PY_HEREDOC = re.compile(r"\bpython[\d.]*(?:\s+-[\w-]*)*\s+(?:-\s*)?<<-?\s*['\"]?\w")
+_PY_HEREDOC_SOURCE = r"\bpython[\d.]*(?:\s+-[\w-]*)*\s+(?:-\s*)?<<-?\s*['\"]?\w"
+# The same pattern led by its literal (``\b`` checked behind it), so the engine skips
+# to each "python" in C instead of trying every offset of a long script.
+_PY_HEREDOC = re.compile(r"python(?<=\bpython)" + _PY_HEREDOC_SOURCE.removeprefix(r"\bpython"))
 
 
 def _writes_by_redirection(words: list[str]) -> bool:

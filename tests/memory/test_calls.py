@@ -631,3 +631,56 @@ def test_memoised_failure_and_environment_scans_equal_fresh_ones():
             assert _calls.environment_signature("pip install x", output, exit_code=2) == environment
     assert _calls.failure_lines("", exit_code=3) == ("<empty output, exit 3>",)
     assert _calls.failure_lines(" \n", exit_code=None) == ("<empty output, exit None>",)
+
+
+_HEREDOC_PIECES = st.sampled_from(
+    ["cat", "<<EOF", "<< 'EOF'", '<<-"END"', "<<<", "EOF", " EOF ", "\tEOF\r", "END", "E0F",
+     "x", "> f", "&&", ";", "\n", "\n", "\n", "\x0b", "\u2028", "<<A <<B", "A", "B", "echo hi"]
+)  # fmt: skip
+
+
+@given(st.lists(_HEREDOC_PIECES, max_size=30).map(" ".join))
+@example("cat <<EOF\nbody\nEOF\n")
+@example("cat <<A <<B\n a \nB\n A\nB\nrm x")
+@example("cat <<EOF\nno end")
+def test_heredoc_bodies_skipped_by_search_match_the_line_by_line_definition(command):
+    assert _calls._strip_heredocs(command) == _calls._strip_heredocs_by_lines(command)
+
+
+def test_heredoc_bodies_skipped_by_search_on_every_recorded_command():
+    from tests.memory.middleware.test_facts import _recorded_calls
+
+    commands = [_calls.shell_command_of(c.tool_name, c.args) for c in _recorded_calls()]
+    heredocs = [c for c in commands if c and "<<" in c]
+    assert len(heredocs) > 50
+    for command in heredocs:
+        assert _calls._strip_heredocs(command) == _calls._strip_heredocs_by_lines(command)
+
+
+_PY_HEREDOC_PIECES = st.sampled_from(
+    ["python", "python3.11", "xpython", "_python", "python-x", "-u", "-", " ", "\t", "\n",
+     "<<", "<<-", "'", '"', "EOF", "cat", "|", "3"]
+)  # fmt: skip
+
+
+@given(st.lists(_PY_HEREDOC_PIECES, max_size=16).map("".join))
+@example("xpython <<EOF")
+@example("python3 -u - <<'EOF'")
+def test_python_heredoc_pattern_led_by_its_literal_matches_the_definition(text):
+    import re
+
+    definition = re.compile(_calls._PY_HEREDOC_SOURCE)
+    found, expected = _calls._PY_HEREDOC.search(text), definition.search(text)
+    assert (found and found.span()) == (expected and expected.span())
+
+
+def test_python_heredoc_pattern_on_every_recorded_command():
+    import re
+
+    from tests.memory.middleware.test_facts import _recorded_calls
+
+    definition = re.compile(_calls._PY_HEREDOC_SOURCE)
+    for call in _recorded_calls():
+        command = _calls.shell_command_of(call.tool_name, call.args) or ""
+        found, expected = _calls._PY_HEREDOC.search(command), definition.search(command)
+        assert (found and found.span()) == (expected and expected.span())
