@@ -52,8 +52,10 @@ def estimate_tokens(text: str) -> int:
 
 
 def collapse_whitespace(text: str) -> str:
-    """Every whitespace run becomes one space; leading/trailing whitespace is trimmed."""
-    return _WHITESPACE.sub(" ", text).strip()
+    """Every whitespace run becomes one space; leading/trailing whitespace is trimmed.
+    (``_WHITESPACE.sub(" ", text).strip()``, done by ``str.split``: the same
+    characters, both use ``str.isspace``; several times faster.)"""
+    return " ".join(text.split())
 
 
 def well_formed_text(text: str) -> str:

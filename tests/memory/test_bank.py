@@ -390,3 +390,14 @@ def test_kind_of_equals_the_kind_of_the_copy():
     for entry_id in (knowledge.id, procedural.id, status.id, "tm-p-zz", ""):
         copy = bank.get(entry_id)
         assert bank.kind_of(entry_id) == (copy.kind if copy else None)
+
+
+def test_collapse_whitespace_by_split_matches_the_regex_over_every_code_point():
+    import re
+
+    from clio_acp.memory.bank import _WHITESPACE, collapse_whitespace
+
+    for start in range(0, 0x110000, 0x800):
+        chunk = "".join(f"a{chr(c)}{chr(c)}b" for c in range(start, start + 0x800))
+        assert collapse_whitespace(chunk) == _WHITESPACE.sub(" ", chunk).strip()
+    assert re.fullmatch(r"\s", "\u3000") and collapse_whitespace(" \u3000x\x1c") == "x"
