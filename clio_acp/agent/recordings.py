@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from clio_acp.memory.calls import ascii_fold
+
 __all__ = [
     "FORMATS",
     "RecordedCall",
@@ -499,6 +501,26 @@ _LOWER_SHAPES = tuple(
 )
 
 
+_SHAPES_ANY_CASE = tuple(
+    (needles, re.compile(shape, re.MULTILINE | re.IGNORECASE)) for needles, shape in _FAILURE_SHAPES
+)
+
+
+def _failure_any_text(text: str) -> bool:
+    """``_TERMINAL_FAILURE.search(text)`` for text that is not ASCII: each shape is
+    searched only where one of its texts occurs in ``ascii_fold(text).lower()`` (the
+    characters IGNORECASE takes for an ASCII letter are that letter there, the others
+    no ASCII character at all, so a match always leaves its texts there)."""
+    folded = ascii_fold(text).lower()
+    for needles, shape in _SHAPES_ANY_CASE:
+        for needle in needles:
+            if needle in folded:
+                if shape.search(text):
+                    return True
+                break
+    return False
+
+
 def _lower_ascii_failure(text: str) -> bool:
     """``_TERMINAL_FAILURE_LOWER.search(text)`` for lowercased ASCII ``text``: some
     shape matches somewhere, and a shape is only searched for where its texts are."""
@@ -525,7 +547,7 @@ def terminal_failed(output: str, keystrokes: str) -> bool:
     text = _WARNING_LINE.sub("", output)
     if text.isascii():  # str.lower is the regex's case folding there
         return _lower_ascii_failure(text.lower())
-    return bool(_TERMINAL_FAILURE.search(text))
+    return _failure_any_text(text)
 
 
 # A continuation line the shell echoes while a multi-line command (here-document,

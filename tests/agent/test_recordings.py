@@ -177,3 +177,39 @@ def test_failure_shapes_agree_with_the_alternation_on_every_recorded_screen():
                 expected = bool(recordings._TERMINAL_FAILURE_LOWER.search(text.lower()))
                 assert recordings._lower_ascii_failure(text.lower()) == expected
     assert screens > 100
+
+
+_ANY_PIECES = st.one_of(
+    _FAILURE_PIECES,
+    st.sampled_from(
+        ["İ", "ı", "ſ", "\u212a", "é", "─", "\u00a0", "\u2028", "\u0085", "Ｆ", "ß", "ﬀ",
+         "KİLLED", "FAİLED", "ſegmentation fault", "error in x:\u00a0", "\u212aILLED",
+         "Traceback (moſt recent call laſt)", "bash: ı: ", "ValueError:", "ÄError:"]
+    ),
+)  # fmt: skip
+
+
+@given(st.lists(_ANY_PIECES, max_size=10).map("".join))
+def test_failure_shapes_on_any_text_equal_the_ignorecase_alternation(text):
+    """Text that is not ASCII: the shapes searched behind their texts in the
+    ascii-folded text find a failure exactly when the IGNORECASE alternation does."""
+    from clio_acp.agent import recordings
+
+    expected = bool(recordings._TERMINAL_FAILURE.search(text))
+    assert recordings._failure_any_text(text) == expected
+
+
+def test_failure_shapes_on_recorded_screens_that_are_not_ascii():
+    from clio_acp.agent import recordings
+
+    screens = 0
+    for path in sorted((TRAJ / "pma-tb2").glob("*/*/trajectory_agent.steps.jsonl")):
+        for recording in load_recordings(path):
+            for call in recording.calls:
+                text = recordings._WARNING_LINE.sub("", call.output)
+                if text.isascii():
+                    continue
+                screens += 1
+                expected = bool(recordings._TERMINAL_FAILURE.search(text))
+                assert recordings._failure_any_text(text) == expected
+    assert screens > 5
