@@ -227,6 +227,7 @@ def clear_caches() -> None:
     for func in _MEMOISED:
         func.cache_clear()
     _tokens.cache_clear()
+    _changes_of.cache_clear()
 
 
 @_memo_text
@@ -863,7 +864,14 @@ def shell_changes_files(command: str) -> bool:
         and _PY_WRITES.search(command)
     ):
         return True
-    return any(_simple_command_changes(words) for words in split_simple_commands(command))
+    return any(_changes_of(command))
+
+
+@lru_cache(maxsize=1024)
+def _changes_of(command: str) -> tuple[bool, ...]:
+    """``_simple_command_changes`` of each of ``split_simple_commands(command)``, in
+    order (§12.1 asks for every call, §13.1/§13.5 again for a state-changing one)."""
+    return tuple(_simple_command_changes(words) for words in split_simple_commands(command))
 
 
 def shell_command_of(tool_name: str, args: Any) -> str | None:
@@ -953,7 +961,8 @@ def is_revert(tool_name: str, args: Any) -> bool:
     command = shell_command_of(tool_name, args)
     if command is None:
         return False
-    changing = [w for w in split_simple_commands(command) if _simple_command_changes(w)]
+    commands = split_simple_commands(command)
+    changing = [w for w, changes in zip(commands, _changes_of(command), strict=True) if changes]
     if not changing:
         return False
     for words in changing:
@@ -968,7 +977,9 @@ _PATHISH = re.compile(r"^[\w.~/+-]*[\w-]\.[A-Za-z0-9]{1,8}$|^[\w.~+-]*/[\w./+-]+
 _PATH_ARG_KEYS = ("path", "file_path", "filename", "target_file")
 
 
-def _shell_changed_paths(words: list[str]) -> list[str]:
+def _shell_changed_paths(words: list[str], changes: bool) -> list[str]:
+    """The files one simple command writes; ``changes`` is its
+    ``_simple_command_changes``."""
     found: list[str] = []
     for i, word in enumerate(words[:-1]):
         if word in _REDIRECT_WRITE:
@@ -976,7 +987,7 @@ def _shell_changed_paths(words: list[str]) -> list[str]:
     clean = [w for w in words if w not in _REDIRECT_WRITE and w not in {"<", "<<", "<<<", ">&"}]
     program, args = _program(clean)
     operands = [a for a in args if not a.startswith("-")]
-    if program in {"sed", "gsed", "perl"} and _simple_command_changes(words):
+    if program in {"sed", "gsed", "perl"} and changes:
         found += [a for a in operands[1:] if _PATHISH.match(a)]
     elif program in {"tee", "touch", "truncate"}:
         found += operands
@@ -995,8 +1006,9 @@ def changed_paths(tool_name: str, args: Any, kind: str | None = None) -> tuple[s
     found: list[str] = []
     command = shell_command_of(tool_name, args)
     if command is not None:
-        for words in split_simple_commands(command):
-            found += _shell_changed_paths(words)
+        commands = split_simple_commands(command)
+        for words, changes in zip(commands, _changes_of(command), strict=True):
+            found += _shell_changed_paths(words, changes)
     elif isinstance(args, Mapping) and is_state_changing(tool_name, args, kind):
         for key in _PATH_ARG_KEYS:
             value = args.get(key)

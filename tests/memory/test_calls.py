@@ -684,3 +684,58 @@ def test_python_heredoc_pattern_on_every_recorded_command():
         command = _calls.shell_command_of(call.tool_name, call.args) or ""
         found, expected = _calls._PY_HEREDOC.search(command), definition.search(command)
         assert (found and found.span()) == (expected and expected.span())
+
+
+def _revert_by_definition(command: str) -> bool:
+    changing = [
+        w for w in _calls.split_simple_commands(command) if _calls._simple_command_changes(w)
+    ]
+    if not changing:
+        return False
+    for words in changing:
+        program, rest = _calls._program(words)
+        sub = next((a for a in rest if not a.startswith("-")), "")
+        if program != "git" or sub not in _calls._REVERT_GIT:
+            return False
+    return True
+
+
+def _paths_by_definition(command: str) -> tuple[str, ...]:
+    found: list[str] = []
+    for words in _calls.split_simple_commands(command):
+        found += _calls._shell_changed_paths(words, _calls._simple_command_changes(words))
+    return tuple(
+        dict.fromkeys(p for p in found if p and not p.startswith("/dev/") and "\0" not in p)
+    )
+
+
+_CHANGE_PIECES = st.sampled_from(
+    ["git checkout x", "git stash", "git status", "sed -i s/a/b/ f.py", "sed -n 1p f.py", "perl -pi -e s f",
+     "echo hi > out.txt", "cat f", "cp a.py b.py", "touch t.txt", "rm -rf build", "ls", "tee log.txt",
+     "&&", "||", ";", "|", "\n", "(", ")"]
+)  # fmt: skip
+
+
+@given(st.lists(_CHANGE_PIECES, max_size=8).map(" ".join))
+def test_remembered_change_flags_match_the_definitions(command):
+    args = {"command": command}
+    for _ in range(2):  # fresh, then from the memo
+        expected = any(
+            _calls._simple_command_changes(w) for w in _calls.split_simple_commands(command)
+        )
+        assert _calls.shell_changes_files(command) == expected
+        assert _calls.is_revert("bash", args) == _revert_by_definition(command)
+        assert _calls.changed_paths("bash", args) == _paths_by_definition(command)
+
+
+def test_remembered_change_flags_match_the_definitions_on_every_recorded_command():
+    from tests.memory.middleware.test_facts import _recorded_calls
+
+    _calls.clear_caches()
+    for call in _recorded_calls():
+        command = _calls.shell_command_of(call.tool_name, call.args)
+        if not command:
+            continue
+        args = {"command": command}
+        assert _calls.is_revert("bash", args) == _revert_by_definition(command)
+        assert _calls.changed_paths("bash", args) == _paths_by_definition(command)
