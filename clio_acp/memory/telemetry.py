@@ -43,6 +43,7 @@ __all__ = [
     "bank_delta",
     "delta_counts",
     "parse_step_line",
+    "step_line",
     "step_record",
 ]
 
@@ -392,10 +393,36 @@ def step_record(fields: StepFields) -> StepRecord:
     if _plain(fields):
         if len(_RECORDS) >= _RECORDS_LIMIT:
             _RECORDS.clear()
+            _LINES.clear()
         _RECORDS[fields[1:]] = record.model_copy(
             update={"trigger_reasons": list(record.trigger_reasons)}
         )
+        _LINES.pop(fields[1:], None)
     return record
+
+
+_LINES: dict[tuple[Any, ...], tuple[str, str]] = {}
+"""The on-disk line of each remembered record, split around its ``at`` value."""
+_LINE_HEAD = '{"version":2,"at":'
+
+
+def step_line(fields: StepFields) -> str:
+    """``step_record(fields).to_json()``: for a row equal to a remembered one but for
+    its canonical ``at`` (a JSON string needing no escape), the remembered line with
+    this ``at``. Raises what ``step_record`` raises."""
+    template = _remembered(fields)
+    if template is None:
+        return step_record(fields).to_json()
+    key = fields[1:]
+    parts = _LINES.get(key)
+    if parts is None:
+        text = template.to_json()
+        value = json.dumps(template.at)
+        if not text.startswith(_LINE_HEAD + value):
+            return step_record(fields).to_json()
+        parts = (_LINE_HEAD, text[len(_LINE_HEAD) + len(value) :])
+        _LINES[key] = parts
+    return f'{parts[0]}"{fields.at}"{parts[1]}'
 
 
 class TelemetrySink:
@@ -429,30 +456,41 @@ class TelemetrySink:
         self.emit(record)
 
     def emit_fields(self, fields: StepFields) -> None:
-        """``emit_row(fields.to_row())`` (validated once, by ``step_record``): an
+        """``emit_row(fields.to_row())`` (validated once, by ``step_line``): an
         invalid row is logged at debug level and dropped; never raises."""
         if not self.keeps_rows:
             return
         try:
-            record = step_record(fields)
+            line = step_line(fields)
         except ValueError:
             log.debug("memory telemetry row rejected", exc_info=True)
             return
-        self.emit(record)
+        self._append(line)
 
     def emit(self, record: StepRecord) -> None:
         """Append ``record`` as one line (rotating first); never raises."""
-        if self.path is None:
+        if self.path is not None:
+            self._append(record.to_json())
+
+    def _append(self, line: str) -> None:
+        """Rotate a file past 1 MiB, then append ``line`` (the folder is made when the
+        file cannot be opened without it); never raises."""
+        path = self.path
+        if path is None:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                if self.path.stat().st_size > ROTATE_BYTES:
-                    os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+                if os.stat(path).st_size > ROTATE_BYTES:
+                    os.replace(path, path.with_name(path.name + ".1"))
             except FileNotFoundError:
                 pass
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(record.to_json() + "\n")
+            try:
+                handle = open(path, "a", encoding="utf-8")
+            except FileNotFoundError:  # no folder (yet, or any more)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                handle = open(path, "a", encoding="utf-8")
+            with handle:
+                handle.write(line + "\n")
             self.rows_written += 1
         except Exception:  # best effort by contract (§5)
             log.debug("memory telemetry write failed", exc_info=True)
@@ -473,6 +511,15 @@ class MemorySinkList(TelemetrySink):
     def keeps_rows(self) -> bool:
         """Always: the rows are the point of this sink."""
         return True
+
+    def emit_fields(self, fields: StepFields) -> None:
+        """Keep ``step_record(fields)``; an invalid row is logged and dropped."""
+        try:
+            record = step_record(fields)
+        except ValueError:
+            log.debug("memory telemetry row rejected", exc_info=True)
+            return
+        self.emit(record)
 
     def emit(self, record: StepRecord) -> None:
         """Keep ``record`` in ``rows``."""
@@ -503,7 +550,12 @@ class StepCounts(TelemetrySink):
         """Count a valid row (``step_record``'s verdict; a row equal to one already
         validated but for a canonical ``at`` is not validated again, nor copied)."""
         if _remembered(fields) is None:
-            super().emit_fields(fields)
+            try:
+                record = step_record(fields)
+            except ValueError:
+                log.debug("memory telemetry row rejected", exc_info=True)
+                return
+            self.emit(record)
             return
         self._count(fields.decision, fields.reason)
 

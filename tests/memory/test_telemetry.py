@@ -32,6 +32,7 @@ from clio_acp.memory.telemetry import (
     TelemetrySink,
     bank_delta,
     parse_step_line,
+    step_line,
     step_record,
 )
 from tests.support.step_rows import step_row
@@ -425,3 +426,39 @@ def test_step_counts_count_what_a_list_sink_keeps(rows):
         expected[key] = expected.get(key, 0) + 1
     assert list(counts.counts.items()) == list(expected.items())
     assert counts.rows_written == kept.rows_written == len(kept.rows)
+
+
+def _line_or_none(make, fields):
+    try:
+        return make(fields)
+    except ValueError:
+        return None
+
+
+@settings(max_examples=200)
+@given(_FIELDS, st.sampled_from(["2026-01-02T03:04:06.000Z", "2026-01-02T03:04:05Z", ""]))
+def test_step_line_is_the_records_json_for_every_row(fields, later):
+    """The file sink's line: ``step_record(fields).to_json()`` (or rejected alike),
+    first sight, from the remembered record, and with another time."""
+    for candidate in (fields, fields, fields._replace(at=later), *_equal_but_not_plain(fields)):
+        expected = _line_or_none(lambda f: step_record(f).to_json(), candidate)
+        assert _line_or_none(step_line, candidate) == expected
+
+
+def test_the_file_sink_writes_each_rows_json_and_remakes_a_removed_folder(tmp_path):
+    import shutil
+
+    path = tmp_path / "memory" / "steps.jsonl"
+    sink = TelemetrySink(path)
+    first = StepFields(
+        "2026-01-02T03:04:05.678Z", ("turn_end",), "rules", NO_WRITES, "silent",
+        "no_repeated_failure",
+    )  # fmt: skip
+    rows = [first, first._replace(at="2026-01-02T03:04:05.679Z"), first._replace(cited_entries=2)]
+    for fields in rows:
+        sink.emit_fields(fields)
+    assert path.read_text().splitlines() == [step_record(f).to_json() for f in rows]
+    shutil.rmtree(path.parent)
+    sink.emit_fields(rows[1])
+    assert path.read_text().splitlines() == [step_record(rows[1]).to_json()]
+    assert sink.rows_written == 4
