@@ -385,26 +385,37 @@ def mask_volatile_details(text: str, ascii_digits: bool = False) -> str:
     return pattern.sub(_mask_match, text)
 
 
-_NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
 _DIGIT = re.compile(r"\d")
-_NON_ASCII_RUNS_CHECKED = 32
+_DIGIT_CHECK_ERRORS = "clio-acp-non-ascii-digit"
+
+
+class _NonAsciiDigit(Exception):
+    pass
+
+
+def _digit_check_error(error: UnicodeError) -> tuple[str, int]:
+    """Codec error handler of ``_volatile_pattern``: raises ``_NonAsciiDigit`` when a
+    run of characters the ASCII encoder could not take holds a decimal digit."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    if _DIGIT.search(error.object, error.start, error.end):
+        raise _NonAsciiDigit
+    return "", error.end
+
+
+codecs.register_error(_DIGIT_CHECK_ERRORS, _digit_check_error)
 
 
 def _volatile_pattern(text: str) -> re.Pattern[str]:
-    """``_VOLATILE_ASCII`` unless ``text`` may hold a non-ASCII decimal digit (its
-    first ``_NON_ASCII_RUNS_CHECKED`` runs of non-ASCII characters are looked at;
-    a text with more takes ``_VOLATILE``)."""
+    """``_VOLATILE_ASCII`` unless ``text`` holds a non-ASCII decimal digit (the ASCII
+    encoder walks the text in C and hands over only the runs of other characters)."""
     if text.isascii():
         return _VOLATILE_ASCII
-    position = 0
-    for _ in range(_NON_ASCII_RUNS_CHECKED):
-        run = _NON_ASCII_RUN.search(text, position)
-        if run is None:
-            return _VOLATILE_ASCII
-        if _DIGIT.search(run.group()):
-            return _VOLATILE
-        position = run.end()
-    return _VOLATILE
+    try:
+        text.encode("ascii", _DIGIT_CHECK_ERRORS)
+    except _NonAsciiDigit:
+        return _VOLATILE
+    return _VOLATILE_ASCII
 
 
 # §12.1 signatures look at the head and the tail of a long result (where tools put
