@@ -20,7 +20,8 @@ Figures (each the median over ``--runs`` runs):
   on a machine shared with other work, wall time measures the neighbours too.
 
 Every run starts from cold process caches (``_first_sighting``): the per-call facts,
-the memoised digests and tokenised commands, the bank's normalisation memo. Without
+the memoised digests and tokenised commands, the bank's normalisation memo, the
+telemetry rows validated once per distinct row. Without
 that, every run after the first would replay events the caches have already seen,
 which no real session does.
 
@@ -95,9 +96,11 @@ def _first_sighting() -> None:
     """Empty the process-wide caches, so that a run sees its events for the first time."""
     from clio_acp.memory import bank, calls
     from clio_acp.memory.middleware.facts import clear_facts_cache
+    from clio_acp.memory.telemetry import clear_step_cache
 
     calls.clear_caches()
     clear_facts_cache()
+    clear_step_cache()
     bank._NORMALIZED.clear()
 
 

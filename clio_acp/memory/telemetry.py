@@ -41,6 +41,7 @@ __all__ = [
     "StepRecord",
     "TelemetrySink",
     "bank_delta",
+    "clear_step_cache",
     "delta_counts",
     "parse_step_line",
     "step_line",
@@ -404,6 +405,12 @@ def step_record(fields: StepFields) -> StepRecord:
 _LINES: dict[tuple[Any, ...], tuple[str, str]] = {}
 """The on-disk line of each remembered record, split around its ``at`` value."""
 _LINE_HEAD = '{"version":2,"at":'
+
+
+def clear_step_cache() -> None:
+    """Forget the remembered records and lines (benchmarks start cold)."""
+    _RECORDS.clear()
+    _LINES.clear()
 
 
 def step_line(fields: StepFields) -> str:
