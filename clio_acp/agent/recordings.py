@@ -186,8 +186,9 @@ def detect_format(path: Path) -> RecordingFormat:
 
 
 def _detect(path: Path) -> tuple[RecordingFormat, Any]:
-    """``detect_format`` and, for a ``.json`` file, the document it parsed to decide
-    (the loader takes it instead of parsing the file a second time), else None."""
+    """``detect_format`` and what it parsed to decide, which the loader takes instead
+    of parsing it a second time: a ``.json`` file's document, an OpenHands file's
+    first instance; else None."""
     try:
         if path.suffix == ".json" or path.name.endswith(".traj.json"):
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -196,7 +197,7 @@ def _detect(path: Path) -> tuple[RecordingFormat, Any]:
         else:
             first = _first_json_line(path)
             if isinstance(first, dict) and isinstance(first.get("history"), list):
-                return "openhands", None
+                return "openhands", first
             if isinstance(first, dict) and "memory_ops" in first:
                 raise RecordingFormatError(
                     f"{path}: this is a pma memory-agent log (trajectory_memory.steps.jsonl); "
@@ -239,7 +240,7 @@ def load_recordings(
         )
     try:
         if fmt == "openhands":
-            return _load_openhands(path, part)
+            return _load_openhands(path, part, first=document)
         if part is not None and part[0] != 0:
             return []
         if document is not None:
@@ -373,10 +374,13 @@ def _json_line(path: Path, line_no: int, line: str) -> Any:
         raise RecordingFormatError(f"{path}:{line_no}: not a JSON line: {exc}") from exc
 
 
-def _load_openhands(path: Path, part: tuple[int, int] | None = None) -> list[Recording]:
+def _load_openhands(
+    path: Path, part: tuple[int, int] | None = None, *, first: Any = None
+) -> list[Recording]:
     """One recording per instance line. ``part`` = (i, k) keeps the instance lines
     whose 0-based ordinal among the non-blank lines is i modulo k (the others are not
-    parsed), for ``--jobs`` workers sharing one file."""
+    parsed), for ``--jobs`` workers sharing one file. ``first``: the first instance
+    line already parsed (by format detection), or None."""
     recordings = []
     with path.open(encoding="utf-8") as handle:
         ordinal = -1
@@ -386,15 +390,17 @@ def _load_openhands(path: Path, part: tuple[int, int] | None = None) -> list[Rec
             ordinal += 1
             if part is not None and ordinal % part[1] != part[0]:
                 continue
-            recordings.append(_openhands_recording(path, line_no, line))
+            parsed = first if ordinal == 0 and first is not None else None
+            recordings.append(_openhands_recording(path, line_no, line, parsed))
     if not recordings and part is None:
         raise RecordingFormatError(f"{path}: no OpenHands records")
     return recordings
 
 
-def _openhands_recording(path: Path, line_no: int, line: str) -> Recording:
-    """The recording of one OpenHands instance line."""
-    obj = _json_line(path, line_no, line)
+def _openhands_recording(path: Path, line_no: int, line: str, parsed: Any = None) -> Recording:
+    """The recording of one OpenHands instance line (``parsed``: the line's JSON
+    value when it was already read)."""
+    obj = _json_line(path, line_no, line) if parsed is None else parsed
     if not isinstance(obj, dict) or not isinstance(obj.get("history"), list):
         raise RecordingFormatError(f"{path}:{line_no}: not an OpenHands record (no history)")
     name = str(obj.get("instance_id") or f"{path.stem}:{line_no}")

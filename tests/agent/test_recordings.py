@@ -213,3 +213,13 @@ def test_failure_shapes_on_recorded_screens_that_are_not_ascii():
                 expected = bool(recordings._TERMINAL_FAILURE.search(text))
                 assert recordings._failure_any_text(text) == expected
     assert screens > 5
+
+
+def test_openhands_first_instance_parsed_by_detection_gives_the_same_recordings():
+    """Auto-detection hands the first instance it parsed to the loader; the result
+    equals loading with the format named (each line parsed by the loader)."""
+    path = TRAJ / "openhands-swebl-gpt5" / "output.jsonl"
+    detected = load_recordings(path)
+    assert detected and detected == load_recordings(path, "openhands")
+    assert load_recordings(path, part=(0, 2)) == load_recordings(path, "openhands", part=(0, 2))
+    assert load_recordings(path, part=(1, 2)) == load_recordings(path, "openhands", part=(1, 2))
