@@ -567,6 +567,12 @@ _QUOTED = re.compile(r"'([^']*)'|\"((?:\\.|[^\"\\])*)\"")
 def _unquote(word: str) -> str:
     if "'" not in word and '"' not in word:
         return word
+    # One quoted part and nothing else (most quoted words): ``_QUOTED`` would match
+    # the whole word; a double-quoted one without backslashes keeps all it holds.
+    quote = word[0]
+    if word[-1] == quote and len(word) > 1 and word.count(quote) == 2:
+        if quote == "'" or (quote == '"' and "\\" not in word):
+            return word[1:-1]
     return _QUOTED.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), word)
 
 
@@ -887,7 +893,7 @@ def _changes_of(command: str) -> tuple[bool, ...]:
 
 def shell_command_of(tool_name: str, args: Any) -> str | None:
     """The shell command text of a shell tool call, or None for other tools."""
-    if not isinstance(args, Mapping):
+    if type(args) is not dict and not isinstance(args, Mapping):  # the ABC check is slow
         return None
     name = tool_name.strip().lower()
     command = args.get("command") or args.get("cmd") or args.get("keystrokes")

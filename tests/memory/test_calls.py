@@ -739,3 +739,34 @@ def test_remembered_change_flags_match_the_definitions_on_every_recorded_command
         args = {"command": command}
         assert _calls.is_revert("bash", args) == _revert_by_definition(command)
         assert _calls.changed_paths("bash", args) == _paths_by_definition(command)
+
+
+def _unquote_by_definition(word: str) -> str:
+    return _calls._QUOTED.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(2), word)
+
+
+@given(st.lists(st.sampled_from([*"'\"\\ab ", '\\"']), max_size=12).map("".join))
+@example("'a\"b'")
+@example('"a\'b"')
+@example('"a\\"b"')
+@example("aba")
+@example('"ab\\"')
+def test_unquote_shortcut_matches_the_definition(word):
+    assert _calls._unquote(word) == _unquote_by_definition(word)
+
+
+def test_unquote_shortcut_on_every_recorded_token():
+    from tests.memory.middleware.test_facts import _recorded_calls
+
+    for call in _recorded_calls():
+        command = _calls.shell_command_of(call.tool_name, call.args) or ""
+        text = _calls._strip_heredocs(command).replace("\\\n", " ").replace("\n", " ; ")
+        for token in _calls._TOKEN.findall(text):
+            assert _calls._unquote(token) == _unquote_by_definition(token)
+
+
+def test_shell_command_of_a_mapping_that_is_not_a_dict():
+    from types import MappingProxyType
+
+    assert _calls.shell_command_of("bash", MappingProxyType({"command": "ls"})) == "ls"
+    assert _calls.shell_command_of("bash", ["ls"]) is None
