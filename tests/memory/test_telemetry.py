@@ -462,3 +462,52 @@ def test_the_file_sink_writes_each_rows_json_and_remakes_a_removed_folder(tmp_pa
     sink.emit_fields(rows[1])
     assert path.read_text().splitlines() == [step_record(rows[1]).to_json()]
     assert sink.rows_written == 4
+
+
+_ENTRY = st.fixed_dictionaries(
+    {"id": st.sampled_from(["a", "b", "c"])},
+    optional={
+        "content": st.sampled_from(["x", "y", None]),
+        "createdAt": st.sampled_from(["1", "2"]),
+    },
+)
+_CLASS = st.lists(_ENTRY, max_size=4)
+
+
+def _counts_by_definition(before, after):
+    """§5 bankDelta: per class, ids added/deleted, updated when (content, createdAt)
+    differ; entries keyed by id (a later duplicate wins)."""
+    counts = []
+    for kind in ("status", "knowledge", "procedural"):
+
+        def keyed(snapshot, kind=kind):
+            value = (snapshot or {}).get(kind)
+            if kind == "status":
+                value = [value] if value else []
+            return {e["id"]: (e.get("content"), e.get("createdAt")) for e in value or []}
+
+        old, new = keyed(before), keyed(after)
+        common = old.keys() & new.keys()
+        counts += [
+            len(new) - len(common),
+            sum(1 for k in common if old[k] != new[k]),
+            len(old) - len(common),
+        ]
+    return tuple(counts)
+
+
+@settings(max_examples=300)
+@given(_CLASS, _CLASS, _CLASS, _CLASS, st.one_of(st.none(), _ENTRY))
+def test_delta_counts_equal_the_definition_for_any_class_lists(k1, k2, p1, p2, status):
+    """Entries rewritten in place (same ids, same order) are counted without keying
+    them by id; duplicate ids, missing fields and moved entries take the keyed way.
+    Either way the counts are the §5 definition's."""
+    from clio_acp.memory.telemetry import delta_counts
+
+    before = {"status": status, "knowledge": k1, "procedural": p1}
+    for after in (
+        {"status": status, "knowledge": k2, "procedural": p2},
+        {"status": None, "knowledge": [dict(e, content="z") for e in k1], "procedural": p1[::-1]},
+        {"status": status, "knowledge": [dict(e, injectionCount=9) for e in k1], "procedural": p1},
+    ):
+        assert delta_counts(before, after) == _counts_by_definition(before, after)
