@@ -237,7 +237,9 @@ async def replay_recording(
     last_call_turn = max((n for n, t in enumerate(recording.turns, 1) if t.calls), default=0)
     for number, turn in enumerate(recording.turns, 1):
         turn_id = f"turn-{number}"
-        _record(report, mw.turn_start(turn_id, turn.user_text), done, mw)
+        effects = mw.turn_start(turn_id, turn.user_text)
+        if effects:
+            _record(report, effects, done, mw)
         if not turn.calls and number > last_call_turn:
             # The final answer, without tool calls, would end the task: the loop asks
             # memory's completion check first (§13.6; at most once per task). An
@@ -260,10 +262,13 @@ async def replay_recording(
                 report.informative += 1
                 report.informative_steps.append(call.index)
             report.state_changing += bool(observation.get("stateChanging"))
-            _record(report, effects, call.index, mw, stopped)
+            if effects:
+                _record(report, effects, call.index, mw, stopped)
             if compact_every and done % compact_every == 0:
                 mw.on_compaction()
-        _record(report, mw.turn_end(turn_id), done, mw)
+        effects = mw.turn_end(turn_id)
+        if effects:
+            _record(report, effects, done, mw)
         mw.evaluate_inline(turn_id)  # the rules-only step needs no task
         if not mw.idle:
             await mw.wait_idle()
