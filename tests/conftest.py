@@ -6,6 +6,8 @@
   through the ``CLIO_ACP_*_DIR`` variables, so no test touches the user's files.
 - ``interpreter_first_on_path`` (autouse, session): ``python3`` in shell commands is
   the interpreter running the tests.
+- ``embedded_server_on_one_thread`` (autouse, session): embedded model servers started
+  by tests use one thread (``$CLIO_ACP_LOCAL_THREADS=1`` unless set).
 - ``embedded_url`` (module): one real embedded model server (``clio-acp local
   install``'s model) shared by a module's tests; ``$CLIO_TEST_EMBEDDED_KEY`` holds its key.
 - ``model_server``: a started scripted OpenAI-compatible server on loopback
@@ -108,6 +110,24 @@ def interpreter_first_on_path() -> Iterator[None]:
     folder = str(Path(sys.executable).parent)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PATH", folder + os.pathsep + os.environ.get("PATH", ""))
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def embedded_server_on_one_thread() -> Iterator[None]:
+    """Every embedded model server a test starts (``embedded_url``, or the product's own
+    start) reads prompts and generates on one thread (``$CLIO_ACP_LOCAL_THREADS``,
+    unless the environment sets it). The suite runs more workers than cores, and
+    llama.cpp's threads spin at their barriers while a worker holds the other core:
+    measured on 2 cores at load 2-3, the two embedded modules took 43-45 CPU-s on one
+    thread against 51-65 on the default two for prompts. What the tests assert (shapes,
+    cache reuse, deadlines) does not depend on the thread count; the default choice is
+    tested in ``tests/models/test_local.py``."""
+    from clio_acp.models.local import THREADS_ENV
+
+    with pytest.MonkeyPatch.context() as patch:
+        if not os.environ.get(THREADS_ENV):
+            patch.setenv(THREADS_ENV, "1")
         yield
 
 
