@@ -265,11 +265,78 @@ def _problem_line(text: str) -> str:
     traceback's last exception line, else the first line naming a problem, else the
     first line; a line ending in ``:`` gets the next kept line appended. ``""`` when
     no line is kept."""
+    if _TRACEBACK_HEAD in text:
+        return _problem_line_of([line for line in map(_kept_line, text.splitlines()) if line])
+    # The lines joined by "\n" (the text itself when "\n" is its only line break), read
+    # by offsets: one regex pass finds the candidate lines; only they are tested.
+    joined = _joined_lines(text)
+    start = _first_problem_line_start(joined)
+    if start is None:
+        start = _next_kept_line_start(joined, 0)
+        if start is None:
+            return ""
+    end = _line_end(joined, start)
+    line = _kept_line(joined[start:end])
+    if line.endswith(":") and end < len(joined):
+        following = _next_kept_line_start(joined, end + 1)
+        if following is not None:  # "Some error:" names the problem next
+            line = f"{line} {_kept_line(joined[following : _line_end(joined, following)])}"
+    return line
+
+
+# What ``str.splitlines`` breaks lines at besides "\n" (the last three are not ASCII).
+_OTHER_LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+def _joined_lines(text: str) -> str:
+    """``"\\n".join(text.splitlines())``, without splitting when "\\n" is the only
+    line break in ``text`` (then only a final "\\n" goes)."""
+    breaks = _OTHER_LINE_BREAKS[:6] if text.isascii() else _OTHER_LINE_BREAKS
+    for other in breaks:
+        if other in text:
+            return "\n".join(text.splitlines())
+    return text[:-1] if text.endswith("\n") else text
+
+
+def _line_end(joined: str, start: int) -> int:
+    end = joined.find("\n", start)
+    return len(joined) if end < 0 else end
+
+
+def _next_kept_line_start(joined: str, position: int) -> int | None:
+    """Offset of the first line of ``joined`` from ``position`` (a line start) that
+    ``_kept_line`` keeps, or None."""
+    while position <= len(joined):
+        end = _line_end(joined, position)
+        if _kept_line(joined[position:end]):
+            return position
+        position = end + 1
+    return None
+
+
+def _first_problem_line_start(joined: str) -> int | None:
+    """Offset of the first kept line of ``joined`` naming a problem, or None; the
+    text is searched lowercased (``ascii_fold`` first when it is not ASCII: same
+    length, so offsets hold)."""
+    lowered = (joined if joined.isascii() else ascii_fold(joined)).lower()
+    position = 0
+    while (match := _PROBLEM_LOWER.search(lowered, position)) is not None:
+        start = lowered.rfind("\n", position, match.start()) + 1 or position
+        end = _line_end(lowered, match.start())
+        if _kept_line(joined[start:end]):
+            return start
+        if end == len(lowered):
+            return None
+        position = end + 1
+    return None
+
+
+def _problem_line_by_lines(text: str) -> str:
+    """``_problem_line`` as it was written line by line (tests compare)."""
     raw_lines = text.splitlines()
     if _TRACEBACK_HEAD in text:
         lines = [line for line in map(_kept_line, raw_lines) if line]
         return _problem_line_of(lines)
-    # One regex pass over the text finds the candidate lines; only they are tested.
     at = _first_problem_raw_line(raw_lines)
     if at is None:
         at = next((i for i, raw in enumerate(raw_lines) if _kept_line(raw)), None)
@@ -279,15 +346,13 @@ def _problem_line(text: str) -> str:
     if line.endswith(":"):
         following = next((k for k in map(_kept_line, raw_lines[at + 1 :]) if k), None)
         if following is not None:
-            line = f"{line} {following}"  # "Some error:" names the problem next
+            line = f"{line} {following}"
     return line
 
 
 def _first_problem_raw_line(raw_lines: list[str]) -> int | None:
-    """Index in ``raw_lines`` of the first kept line naming a problem, or None. The
-    lines are joined with ``\\n`` (none holds a line break), so a match's line is
-    the count of newlines before it; the text is searched lowercased (``ascii_fold``
-    first when it is not ASCII)."""
+    """Index in ``raw_lines`` of the first kept line naming a problem, or None
+    (``_problem_line_by_lines``)."""
     joined = "\n".join(raw_lines)
     joined = (joined if joined.isascii() else ascii_fold(joined)).lower()
     pos = index = 0

@@ -770,3 +770,27 @@ def test_shell_command_of_a_mapping_that_is_not_a_dict():
 
     assert _calls.shell_command_of("bash", MappingProxyType({"command": "ls"})) == "ls"
     assert _calls.shell_command_of("bash", ["ls"]) is None
+
+
+_PROBLEM_PIECES = st.sampled_from(
+    ["error: x", "Failed:", "ok", "  ", "> error", ">>> failed", "===== FAILURES =====", "fatal",
+     "İnvalid", "not found", "line", "a:", "ſ", "\n", "\n", "\n", "\r\n", "\r", "\x0b", "\x1c",
+     "\x85", "\u2028", "\u2029", "\t"]
+)  # fmt: skip
+
+
+@given(st.lists(_PROBLEM_PIECES, max_size=16).map("".join))
+@example("")
+@example("\n")
+@example("ok\nerror:\n\n  \nnext\n")
+@example("x\n> error\nlast:")
+def test_problem_line_by_offsets_matches_the_line_by_line_version(text):
+    _calls.clear_caches()
+    assert _calls._problem_line(text) == _calls._problem_line_by_lines(text)
+    assert _calls._joined_lines(text) == "\n".join(text.splitlines())
+
+
+def test_problem_line_by_offsets_on_every_recorded_output():
+    _calls.clear_caches()
+    for output in _recorded_outputs():
+        assert _calls._problem_line(output) == _calls._problem_line_by_lines(output)
