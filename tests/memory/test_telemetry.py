@@ -371,7 +371,7 @@ def _same(fast, slow):
         assert type(fast.latency_ms) is type(slow.latency_ms)
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(_FIELDS, st.sampled_from(["2026-01-02T03:04:06.000Z", "2026-01-02T03:04:05Z", ""]))
 def test_step_record_equals_the_schema_for_every_row_and_its_look_alikes(fields, later):
     """Accepted or rejected exactly as ``StepRecord.model_validate(fields.to_row())``:
@@ -408,7 +408,7 @@ def test_the_sink_takes_fields_validated_once_and_drops_an_invalid_row(tmp_path)
     TelemetrySink(None).emit_fields(fields._replace(reason="not_a_reason"))  # nowhere: no-op
 
 
-@settings(max_examples=100)
+@settings(max_examples=40)
 @given(st.lists(_FIELDS, max_size=12))
 def test_step_counts_count_what_a_list_sink_keeps(rows):
     """``StepCounts`` (replay) counts exactly the rows a ``MemorySinkList`` keeps, by
@@ -435,7 +435,7 @@ def _line_or_none(make, fields):
         return None
 
 
-@settings(max_examples=200)
+@settings(max_examples=100)
 @given(_FIELDS, st.sampled_from(["2026-01-02T03:04:06.000Z", "2026-01-02T03:04:05Z", ""]))
 def test_step_line_is_the_records_json_for_every_row(fields, later):
     """The file sink's line: ``step_record(fields).to_json()`` (or rejected alike),
@@ -496,7 +496,7 @@ def _counts_by_definition(before, after):
     return tuple(counts)
 
 
-@settings(max_examples=300)
+@settings(max_examples=120)
 @given(_CLASS, _CLASS, _CLASS, _CLASS, st.one_of(st.none(), _ENTRY))
 def test_delta_counts_equal_the_definition_for_any_class_lists(k1, k2, p1, p2, status):
     """Entries rewritten in place (same ids, same order) are counted without keying
