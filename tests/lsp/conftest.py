@@ -2,7 +2,8 @@
 
 Every test talks to a real ``python -m clio_acp lsp`` subprocess over stdio through
 pytest-lsp's ``LanguageClient``. ``client_name`` parametrises a suite over the VS Code
-and Neovim capability sets shipped with pytest-lsp; ``lsp`` is a started but not yet
+and Neovim capability sets shipped with pytest-lsp (a module that cannot tell them apart
+runs on ``NEUTRAL_CLIENT``); ``lsp`` is a started but not yet
 initialized client (lifecycle tests drive ``initialize`` themselves); ``client`` is
 initialized on a fresh workspace folder. Tests wait on notifications, never sleep for
 a fixed time to let something happen.
@@ -39,7 +40,15 @@ from clio_acp.lsp.options import InitializationOptions
 from tests.conftest import make_home, subprocess_env
 
 CLIENTS = ["visual-studio-code", "neovim"]
-"""Capability sets every end-to-end suite runs against (pytest-lsp ``clients/``)."""
+"""Capability sets the end-to-end suites run against (pytest-lsp ``clients/``)."""
+
+NEUTRAL_CLIENT = "visual-studio-code"
+"""The one capability set of a module whose tests cannot tell the two apart. The server
+reads the client's capabilities only through ``client_supports`` (both sets declare
+those alike) and the position encoding; ``tests/lsp/test_server.py`` fails if that
+changes. Such a module overrides ``client_name`` (and ``shared_client_name``) with
+this set. Modules whose tests show ranges (diagnostics, code actions, reminder
+locations, secret sinks) and the test of the ``initialize`` answer keep both sets."""
 
 STOP_TIMEOUT_S = 30
 

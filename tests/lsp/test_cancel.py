@@ -17,6 +17,7 @@ from pytest_lsp import LanguageClient
 
 from clio_acp.lsp.protocol import pid_alive
 from tests.lsp.conftest import (
+    NEUTRAL_CLIENT,
     PROGRESS,
     SESSION_UPDATE,
     configure,
@@ -30,6 +31,17 @@ from tests.support.model_server import Reply, ToolCall
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def client_name() -> str:
+    return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
+
+
+@pytest.fixture(scope="module")
+def shared_client_name() -> str:
+    return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
+
 
 SLOW_STREAM = Reply(text=["word "] * 400, chunk_delay=0.05)  # ~20 s unless cancelled
 

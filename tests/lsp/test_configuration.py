@@ -12,10 +12,20 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 
-from tests.lsp.conftest import SHOW_MESSAGE, initialize_params, wait_for
+from tests.lsp.conftest import NEUTRAL_CLIENT, SHOW_MESSAGE, initialize_params, wait_for
 
 pytestmark = pytest.mark.asyncio
 SHARED = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture
+def client_name() -> str:
+    return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
+
+
+@pytest.fixture(scope="module")
+def shared_client_name() -> str:
+    return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
 
 
 def _doc(workspace: Path) -> Path:

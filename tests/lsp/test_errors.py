@@ -9,9 +9,14 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import raw_request
+from tests.lsp.conftest import NEUTRAL_CLIENT, raw_request
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture(scope="module")
+def shared_client_name() -> str:
+    return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
 
 
 @pytest.fixture

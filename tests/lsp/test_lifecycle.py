@@ -16,9 +16,14 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient, client_capabilities
 
-from tests.lsp.conftest import exit_code, initialize_params
+from tests.lsp.conftest import CLIENTS, NEUTRAL_CLIENT, exit_code, initialize_params
 
 pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+def client_name() -> str:
+    return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
 
 
 def _usage(client: LanguageClient):
@@ -83,6 +88,7 @@ async def test_end_of_input_without_exit_ends_the_process_with_code_1(client: La
     assert await exit_code(client) == 1
 
 
+@pytest.mark.parametrize("client_name", CLIENTS)  # pygls builds the answer from them
 async def test_initialize_advertises_every_clio_command_and_code_actions(
     lsp: LanguageClient, client_name: str, workspace
 ):

@@ -13,10 +13,15 @@ from pytest_lsp import LanguageClient
 
 from clio_acp.memory.store import MemoryStore
 from clio_acp.paths import resolve_paths
-from tests.lsp.conftest import DIAGNOSTICS, execute, wait_for
+from tests.lsp.conftest import DIAGNOSTICS, NEUTRAL_CLIENT, execute, wait_for
 from tests.support.model_server import Reply, ToolCall
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture(scope="module")
+def shared_client_name() -> str:
+    return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
 
 
 @pytest.fixture

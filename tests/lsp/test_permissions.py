@@ -10,10 +10,15 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import execute
+from tests.lsp.conftest import NEUTRAL_CLIENT, execute
 from tests.support.model_server import Reply, ToolCall
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture(scope="module")
+def shared_client_name() -> str:
+    return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
 
 
 @pytest.fixture

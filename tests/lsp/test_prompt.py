@@ -13,10 +13,22 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import PROGRESS, SESSION_UPDATE, execute, updates_of, wait_for
+from tests.lsp.conftest import (
+    NEUTRAL_CLIENT,
+    PROGRESS,
+    SESSION_UPDATE,
+    execute,
+    updates_of,
+    wait_for,
+)
 from tests.support.model_server import Reply, ToolCall, usage
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture(scope="module")
+def shared_client_name() -> str:
+    return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
 
 
 @pytest.fixture

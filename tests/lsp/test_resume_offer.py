@@ -13,11 +13,16 @@ from pytest_lsp import LanguageClient
 
 from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.handoff import write_handoff_artifact
-from tests.lsp.conftest import SHOW_MESSAGE, execute, wait_for
+from tests.lsp.conftest import NEUTRAL_CLIENT, SHOW_MESSAGE, execute, wait_for
 from tests.support.model_server import Reply
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture(scope="module")
+def shared_client_name() -> str:
+    return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
 
 
 @pytest.fixture

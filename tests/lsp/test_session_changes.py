@@ -16,6 +16,7 @@ from pytest_lsp import LanguageClient
 from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.handoff import write_handoff_artifact
 from tests.lsp.conftest import (
+    NEUTRAL_CLIENT,
     SESSION_UPDATE,
     configure,
     execute,
@@ -26,6 +27,11 @@ from tests.lsp.conftest import (
 from tests.support.model_server import Reply
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture(scope="module")
+def shared_client_name() -> str:
+    return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
 
 
 @pytest.fixture

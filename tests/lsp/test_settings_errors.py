@@ -10,9 +10,21 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from tests.lsp.conftest import SHOW_MESSAGE, initialize_params, start_server, stop_server, wait_for
+from tests.lsp.conftest import (
+    NEUTRAL_CLIENT,
+    SHOW_MESSAGE,
+    initialize_params,
+    start_server,
+    stop_server,
+    wait_for,
+)
 
 pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+def client_name() -> str:
+    return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
 
 
 async def test_a_broken_settings_file_is_shown_as_an_error_message(

@@ -10,10 +10,16 @@ from pathlib import Path
 import pytest
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import SESSION_UPDATE, execute, initialize_params, wait_for
+from tests.lsp.conftest import NEUTRAL_CLIENT, SESSION_UPDATE, execute, initialize_params, wait_for
 from tests.support.model_server import Reply
 
 pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+def client_name() -> str:
+    return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
+
 
 STATUS = "clio/status"
 

@@ -17,9 +17,14 @@ from clio_acp.memory.records import MemoryRecord
 from clio_acp.memory.store import MemoryStore
 from clio_acp.paths import resolve_paths
 from clio_acp.timestamps import format_timestamp
-from tests.lsp.conftest import execute, initialize_params
+from tests.lsp.conftest import NEUTRAL_CLIENT, execute, initialize_params
 
 pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+def client_name() -> str:
+    return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
 
 
 def _record(record_id: str, lesson: str, repository: str | None) -> MemoryRecord:
