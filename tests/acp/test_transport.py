@@ -1,8 +1,9 @@
 """Raw-wire behaviour of ``clio-acp acp``: malformed frames, files as stdio, stdout
 protection, ``$/cancel_request`` (issue 7 items 1 and 8).
 
-A malformed line might end a process, so each gets an agent of its own; well-formed
-requests the agent must refuse share one (``wire``), each test with its own ids."""
+The malformed lines go to one agent (a line that ended it would fail the next
+request); well-formed requests the agent must refuse share another (``wire``), each
+test with its own ids."""
 
 from __future__ import annotations
 
@@ -35,32 +36,36 @@ INIT = {
 }
 
 
-@pytest.mark.parametrize(
-    ("line", "code"),
-    [
-        ("this is not json", -32700),
-        ('{"jsonrpc": "2.0", "id": 7, "method": "initialize"', -32700),
-        ("[1, 2, 3]", -32600),
-        ("42", -32600),
-        ('"initialize"', -32600),
-        ("null", -32600),
-        ('{"jsonrpc": "2.0", "id": {"x": 1}, "method": "initialize"}', -32600),
-        ('{"jsonrpc": "2.0", "id": 9, "method": 5}', -32600),
-        ('{"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": 3}', -32600),
-        ('{"jsonrpc": "2.0"}', -32600),
-    ],
-)
-async def test_malformed_line_gets_an_error_reply_and_the_agent_keeps_serving(line, code):
+MALFORMED = [
+    ("this is not json", -32700),
+    ('{"jsonrpc": "2.0", "id": 7, "method": "initialize"', -32700),
+    ("[1, 2, 3]", -32600),
+    ("42", -32600),
+    ('"initialize"', -32600),
+    ("null", -32600),
+    ('{"jsonrpc": "2.0", "id": {"x": 1}, "method": "initialize"}', -32600),
+    ('{"jsonrpc": "2.0", "id": 9, "method": 5}', -32600),
+    ('{"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": 3}', -32600),
+    ('{"jsonrpc": "2.0"}', -32600),
+]
+"""Lines the transport refuses, with the error code of their reply."""
+
+
+async def test_malformed_lines_get_error_replies_and_the_agent_keeps_serving():
+    # One agent for all of them: the transport's read loop judges each line on its own
+    # (no state), and a line that ended the process would fail at the next request;
+    # the first line still meets an agent that was never initialized.
     peer = await RawPeer.start()
     try:
-        await peer.send_line(line)
-        reply = await peer.recv()
-        assert reply["error"]["code"] == code
-        assert reply["error"]["data"]["details"]
-        await peer.send(INIT)
-        answer = await peer.recv()
-        assert answer["id"] == 1
-        assert answer["result"]["protocolVersion"] == 1
+        for n, (line, code) in enumerate(MALFORMED):
+            await peer.send_line(line)
+            reply = await peer.recv()
+            assert reply["error"]["code"] == code, line
+            assert reply["error"]["data"]["details"], line
+            await peer.send({**INIT, "id": f"after-{n}"})
+            answer = await peer.recv()
+            assert answer["id"] == f"after-{n}", line
+            assert answer["result"]["protocolVersion"] == 1, line
     finally:
         _, err = await peer.close()
     assert peer.proc.returncode == 0, err.decode()
