@@ -148,6 +148,10 @@ def _flat_json(value: dict[str, Any]) -> str:
     """What ``_CANONICAL_ENCODER`` writes for a ``flat_json_object``, without building
     an encoder per call: each scalar written as ``json`` writes it (``float.__repr__``,
     ``int.__repr__``, ``encode_basestring`` with non-ASCII kept)."""
+    if len(value) == 1:  # most tool calls: one string argument
+        ((key, item),) = value.items()
+        if type(item) is str:
+            return "{" + encode_basestring(key) + ":" + encode_basestring(item) + "}"
     parts = []
     for key in sorted(value):
         item = value[key]
