@@ -248,6 +248,10 @@ def cap_digest(text: str) -> str:
 
 
 _BANNER = re.compile(r"^[=\-*_#~ ]{3,}\s*[\w ]{0,40}?\s*[=\-*_#~ ]{3,}$")
+# The characters a ``_BANNER`` / ``_EXCEPTION_LINE`` match can start with: a line
+# starting otherwise is not tried (a regex call per line is most of a line's cost).
+_BANNER_FIRST = frozenset("=-*_#~ ")
+_EXCEPTION_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 
 
 _TRACEBACK_HEAD = "Traceback (most recent call last)"
@@ -1023,12 +1027,14 @@ def _failure_lines(text: str) -> tuple[str, ...]:
     ascii_text = text.isascii()
     for raw in reversed(text.splitlines()):
         line = raw.strip()
-        if not line or line.startswith(("> ", ">>> ")) or _BANNER.match(line):
+        if not line or line.startswith(("> ", ">>> ")):
+            continue
+        if line[0] in _BANNER_FIRST and _BANNER.match(line):
             continue
         if len(last_lines) < FAILURE_LINES:
             last_lines.append(line)
         problem = _PROBLEM_LOWER.search(line.lower()) if ascii_text else _PROBLEM_LINE.search(line)
-        if problem or _EXCEPTION_LINE.match(line):
+        if problem or (line[0] in _EXCEPTION_FIRST and _EXCEPTION_LINE.match(line)):
             chosen.append(line)
             if len(chosen) == FAILURE_LINES:
                 break

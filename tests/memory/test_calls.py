@@ -794,3 +794,28 @@ def test_problem_line_by_offsets_on_every_recorded_output():
     _calls.clear_caches()
     for output in _recorded_outputs():
         assert _calls._problem_line(output) == _calls._problem_line_by_lines(output)
+
+
+def _cut_for_failure_lines(output: str) -> str:
+    head, tail = _calls.SIGNATURE_HEAD_CHARS, _calls.SIGNATURE_TAIL_CHARS
+    return output if len(output) <= head + tail else output[:head] + "\n" + output[-tail:]
+
+
+_FAILURE_LINE_PIECES = st.sampled_from(
+    ["ValueError: x", "_Err.error: y", "9Error", "===== FAILURES =====", "--- x ---", "~~~", "#",
+     "> error", ">>> failed", "ok", "Error", "  ", "\n", "\n", "\n", "E   assert", "timeout 3.25 s"]
+)  # fmt: skip
+
+
+@given(st.lists(_FAILURE_LINE_PIECES, max_size=20).map("".join))
+@example("ok\n_SystemExit: 3\nKeyboardInterrupt\ndone")
+def test_failure_lines_with_first_character_checks_match_the_definition(output):
+    _calls.clear_caches()
+    assert _calls.failure_lines(output, exit_code=1) == _failure_lines_by_definition(output, 1)
+
+
+def test_failure_lines_with_first_character_checks_on_every_recorded_output():
+    _calls.clear_caches()
+    for output in _recorded_outputs():
+        expected = _failure_lines_by_definition(_cut_for_failure_lines(output), 1)
+        assert _calls.failure_lines(output, exit_code=1) == expected
