@@ -26,7 +26,6 @@ import logging
 import sys
 import time
 from collections.abc import AsyncIterator
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +313,8 @@ async def _fanned_out(
     goes out in ``jobs`` interleaved shares. A shared file whose share failed (or that
     gave no instance at all) is replayed again here, so its error line is the one a
     single process prints."""
+    from concurrent.futures import ProcessPoolExecutor  # multiprocessing: only for --jobs
+
     loop = asyncio.get_running_loop()
     with ProcessPoolExecutor(max_workers=jobs) as pool:
 
