@@ -432,10 +432,11 @@ async def _run(args: argparse.Namespace) -> int:
             if args.html is not None:
                 html_items.append((path, args.format, reports))
             for report in reports:
-                all_reports.append(report)
+                summary = report.summary
                 for key in ("toolCalls", "failures", "informative", "reminders"):
-                    totals[key] += report.summary[key]
+                    totals[key] += summary[key]
                 if args.score is not None:
+                    all_reports.append(report)  # kept only to be scored at the end
                     continue
                 if args.json:
                     print(json.dumps(report.to_dict(), ensure_ascii=False), flush=True)
