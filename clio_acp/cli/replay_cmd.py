@@ -25,7 +25,9 @@ import json
 import logging
 import sys
 import time
+from collections import deque
 from collections.abc import AsyncIterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +229,9 @@ async def _replay_here(
     return reports, None
 
 
+FILES_AHEAD = 4
+"""``--jobs N`` keeps N × this many files submitted to the workers at a time."""
+
 _WORKER_LOOP: asyncio.AbstractEventLoop | None = None
 """The event loop of a ``--jobs`` worker process, made once and kept for every file
 it replays (a loop per file would also start a thread per file for the file read)."""
@@ -323,16 +328,20 @@ async def _fanned_out(
                 pool, _replay_in_worker, path, args.format, memory, args.compact_every, part
             )
 
-        pending = [
-            (
-                path,
-                [submit(path, (i, jobs)) for i in range(jobs)]
-                if path in shared
-                else [submit(path, None)],
-            )
-            for path in args.files
-        ]
-        for path, futures in pending:
+        def submit_file(path: Path) -> tuple[Path, list[asyncio.Future[Any]]]:
+            if path in shared:
+                return path, [submit(path, (i, jobs)) for i in range(jobs)]
+            return path, [submit(path, None)]
+
+        # A window of files in flight, not the whole corpus: a run over many thousand
+        # recordings would otherwise hold a work item (and soon a report) per file.
+        files = iter(args.files)
+        pending = deque(submit_file(path) for path in islice(files, jobs * FILES_AHEAD))
+        while pending:
+            path, futures = pending.popleft()
+            following = next(files, None)
+            if following is not None:
+                pending.append(submit_file(following))
             progress.start(path)
             results = [await future for future in futures]
             if len(results) == 1:

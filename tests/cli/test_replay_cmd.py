@@ -155,3 +155,18 @@ def test_a_many_instance_file_is_split_into_interleaved_shares(tmp_path):
     assert _interleaved(shares) == [f"instance-{n}" for n in range(5)]
     # A one-recording file lives in share 0 only.
     assert [len(load_recordings(mini, part=(i, 2))) for i in range(2)] == [1, 0]
+
+
+def test_jobs_over_more_files_than_are_kept_in_flight_keep_the_serial_order(run_cli):
+    """``--jobs 2`` keeps 2 × FILES_AHEAD (8) files submitted at a time; with 11 files
+    the window slides, and the report is still the serial one, byte for byte."""
+    from clio_acp.cli.replay_cmd import FILES_AHEAD
+
+    small = TRAJ / "pma-tb2" / "regex-log" / "baseline-sonnet" / "trajectory_agent.steps.jsonl"
+    other = TRAJ / "pma-tb2" / "regex-log" / "memory-v3-opus" / "trajectory_agent.steps.jsonl"
+    files = [str(small if n % 3 else other) for n in range(2 * FILES_AHEAD + 3)]
+    serial = run_cli("replay", "--json", *files, timeout=300)
+    fanned = run_cli("replay", "--json", "--jobs", "2", *files, timeout=300)
+    assert serial.returncode == fanned.returncode == 0, serial.stderr + fanned.stderr
+    assert fanned.stdout == serial.stdout
+    assert len(serial.stdout.splitlines()) == len(files)
