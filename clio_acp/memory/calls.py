@@ -685,10 +685,10 @@ def _program(words: list[str]) -> tuple[str, list[str]]:
     i = 0
     while i < len(words):
         word = words[i]
-        if _ENV_ASSIGNMENT.match(word):
+        if "=" in word and _ENV_ASSIGNMENT.match(word):  # an assignment holds "="
             i += 1
             continue
-        base = word.rsplit("/", 1)[-1]
+        base = word[word.rfind("/") + 1 :]  # after the last "/", or the whole word
         if base in _WRAPPERS:
             i += 1
             while i < len(words) and words[i].startswith("-"):
@@ -705,7 +705,7 @@ def _program(words: list[str]) -> tuple[str, list[str]]:
 
 def _module_program(program: str, args: list[str]) -> tuple[str, list[str]]:
     """``python -m pylint x`` → (``pylint``, [x]); other programs unchanged."""
-    if _PYTHON.match(program) and len(args) >= 2 and args[0] == "-m":
+    if len(args) >= 2 and args[0] == "-m" and _PYTHON.match(program):
         return args[1], args[2:]
     return program, args
 
@@ -927,7 +927,7 @@ def _simple_command_changes(words: list[str]) -> bool:
     if program in _PACKAGE_MANAGERS:
         sub = next((a for a in args if not a.startswith("-")), "")
         return sub in _PACKAGE_MANAGERS[program]
-    if _PYTHON.match(program):
+    if program.startswith("python") and _PYTHON.match(program):
         if args[:1] == ["-c"] and len(args) > 1:
             return bool(_PY_WRITES.search(args[1]))
         script = next((a for a in args if not a.startswith("-")), "")

@@ -819,3 +819,43 @@ def test_failure_lines_with_first_character_checks_on_every_recorded_output():
     for output in _recorded_outputs():
         expected = _failure_lines_by_definition(_cut_for_failure_lines(output), 1)
         assert _calls.failure_lines(output, exit_code=1) == expected
+
+
+def _program_by_definition(words):
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if _calls._ENV_ASSIGNMENT.match(word):
+            i += 1
+            continue
+        base = word.rsplit("/", 1)[-1]
+        if base in _calls._WRAPPERS:
+            i += 1
+            while i < len(words) and words[i].startswith("-"):
+                i += 1
+            continue
+        if base == "timeout":
+            i += 1
+            while i < len(words) and (words[i].startswith("-") or words[i][:1].isdigit()):
+                i += 1
+            continue
+        return base, words[i + 1 :]
+    return "", []
+
+
+_PROGRAM_WORDS = st.sampled_from(
+    ["A=1", "_x=y", "1A=2", "a=", "=b", "sudo", "-E", "/usr/bin/env", "timeout", "30", "-s",
+     "python3", "/opt/python3.11", "-m", "pip", "install", "a/b/", "/", "", "sed", "x=/a/b"]
+)  # fmt: skip
+
+
+@given(st.lists(_PROGRAM_WORDS, max_size=7))
+def test_program_shortcuts_match_the_definition(words):
+    assert _calls._program(words) == _program_by_definition(words)
+    program, args = _program_by_definition(words)
+    expected = (
+        (args[1], args[2:])
+        if (_calls._PYTHON.match(program) and len(args) >= 2 and args[0] == "-m")
+        else (program, args)
+    )
+    assert _calls._module_program(program, args) == expected
