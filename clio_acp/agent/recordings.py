@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +28,7 @@ __all__ = [
     "Recording",
     "RecordingFormatError",
     "detect_format",
+    "iter_recordings",
     "load_recordings",
     "split_task",
     "task_prompt",
@@ -230,32 +232,42 @@ def load_recordings(
     k, for a one-recording format the recording in share 0 and nothing in the others;
     a share may be empty. Raises ``RecordingFormatError`` for an unknown format name,
     an undetectable file or a file that does not have the named format's shape."""
+    return list(iter_recordings(path, fmt, part=part))
+
+
+_LOAD_ERRORS = (
+    OSError,
+    ValueError,  # UnicodeDecodeError and json.JSONDecodeError included
+    KeyError,
+    TypeError,
+    AttributeError,  # e.g. a null where a message object belongs
+    RecursionError,  # deeply nested JSON
+)
+
+
+def iter_recordings(
+    path: Path, fmt: str = "auto", *, part: tuple[int, int] | None = None
+) -> Iterator[Recording]:
+    """``load_recordings`` one recording at a time: an OpenHands file's instance lines
+    are read and parsed as the caller asks for them, so a caller that replays each and
+    lets it go holds one instance, not the whole file. Raises what ``load_recordings``
+    raises, once iteration reaches the fault (the recordings before it were yielded)."""
     document = None
     if fmt == "auto":
         fmt, document = _detect(path)
-    loaders = {"mini-swe-agent": _load_mini, "openhands": _load_openhands, "pma": _load_pma}
+    loaders = {"mini-swe-agent": _load_mini, "openhands": _iter_openhands, "pma": _load_pma}
     if fmt not in loaders:
         raise RecordingFormatError(
             f"unknown format {fmt!r}; choose one of auto, {', '.join(FORMATS)}"
         )
     try:
         if fmt == "openhands":
-            return _load_openhands(path, part, first=document)
-        if part is not None and part[0] != 0:
-            return []
-        if document is not None:
-            return _load_mini(path, document)
-        return loaders[fmt](path)
+            yield from _iter_openhands(path, part, first=document)
+        elif part is None or part[0] == 0:
+            yield from (_load_mini(path, document) if document is not None else loaders[fmt](path))
     except RecordingFormatError:
         raise
-    except (
-        OSError,
-        ValueError,  # UnicodeDecodeError and json.JSONDecodeError included
-        KeyError,
-        TypeError,
-        AttributeError,  # e.g. a null where a message object belongs
-        RecursionError,  # deeply nested JSON
-    ) as exc:
+    except _LOAD_ERRORS as exc:
         raise RecordingFormatError(f"{path}: not a valid {fmt} trajectory: {exc}") from exc
 
 
@@ -374,14 +386,14 @@ def _json_line(path: Path, line_no: int, line: str) -> Any:
         raise RecordingFormatError(f"{path}:{line_no}: not a JSON line: {exc}") from exc
 
 
-def _load_openhands(
+def _iter_openhands(
     path: Path, part: tuple[int, int] | None = None, *, first: Any = None
-) -> list[Recording]:
-    """One recording per instance line. ``part`` = (i, k) keeps the instance lines
-    whose 0-based ordinal among the non-blank lines is i modulo k (the others are not
-    parsed), for ``--jobs`` workers sharing one file. ``first``: the first instance
-    line already parsed (by format detection), or None."""
-    recordings = []
+) -> Iterator[Recording]:
+    """One recording per instance line, read as asked for. ``part`` = (i, k) keeps the
+    instance lines whose 0-based ordinal among the non-blank lines is i modulo k (the
+    others are not parsed), for ``--jobs`` workers sharing one file. ``first``: the
+    first instance line already parsed (by format detection), or None."""
+    found = False
     with path.open(encoding="utf-8") as handle:
         ordinal = -1
         for line_no, line in enumerate(handle, 1):
@@ -391,10 +403,10 @@ def _load_openhands(
             if part is not None and ordinal % part[1] != part[0]:
                 continue
             parsed = first if ordinal == 0 and first is not None else None
-            recordings.append(_openhands_recording(path, line_no, line, parsed))
-    if not recordings and part is None:
+            found = True
+            yield _openhands_recording(path, line_no, line, parsed)
+    if not found and part is None:
         raise RecordingFormatError(f"{path}: no OpenHands records")
-    return recordings
 
 
 def _openhands_recording(path: Path, line_no: int, line: str, parsed: Any = None) -> Recording:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from clio_acp.agent.recordings import Recording, load_recordings
+from clio_acp.agent.recordings import Recording, iter_recordings
 from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.middleware import (
     AnnotateToolResult,
@@ -298,12 +298,21 @@ async def replay_file(
     compact_every: int | None = None,
     part: tuple[int, int] | None = None,
 ) -> list[ReplayReport]:
-    """Load ``path`` (``RecordingFormatError`` for an unknown format) and replay each
-    recording in it (``part``: one interleaved share, see ``load_recordings``)."""
-    recordings = await asyncio.to_thread(load_recordings, path, fmt, part=part)
-    return [
-        await replay_recording(
-            r, settings, client_factory=client_factory, compact_every=compact_every
-        )
-        for r in recordings
-    ]
+    """Load ``path`` (``RecordingFormatError`` for an unknown format or a bad line) and
+    replay each recording in it (``part``: one interleaved share, see
+    ``load_recordings``). The recordings are read one at a time (``iter_recordings``,
+    off the event loop) and each is dropped once replayed: an OpenHands file of many
+    instances costs one instance's memory plus the reports. A fault anywhere in the
+    file raises, as before, and no report of it is returned."""
+    recordings = iter_recordings(path, fmt, part=part)
+    reports = []
+    try:
+        while (recording := await asyncio.to_thread(next, recordings, None)) is not None:
+            reports.append(
+                await replay_recording(
+                    recording, settings, client_factory=client_factory, compact_every=compact_every
+                )
+            )
+    finally:
+        recordings.close()
+    return reports

@@ -223,3 +223,68 @@ def test_openhands_first_instance_parsed_by_detection_gives_the_same_recordings(
     assert detected and detected == load_recordings(path, "openhands")
     assert load_recordings(path, part=(0, 2)) == load_recordings(path, "openhands", part=(0, 2))
     assert load_recordings(path, part=(1, 2)) == load_recordings(path, "openhands", part=(1, 2))
+
+
+def _instances_file(tmp_path, count, bad_line=None):
+    """The shared OpenHands run as ``count`` instances, optionally a line that is not
+    JSON at 1-based ``bad_line``."""
+    source = (TRAJ / "openhands-swebl-gpt5" / "output.jsonl").read_text(encoding="utf-8")
+    record = json.loads(next(line for line in source.splitlines() if line.strip()))
+    lines = []
+    for n in range(count):
+        record["instance_id"] = f"instance-{n}"
+        lines.append(json.dumps(record))
+    if bad_line is not None:
+        lines.insert(bad_line - 1, "{not json")
+    path = tmp_path / "output.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_iter_recordings_reads_instances_as_asked_and_equals_load_recordings(tmp_path):
+    """Every shared file (and share) gives the same recordings one at a time; an
+    OpenHands file is read lazily: the instances before a bad line come out, then the
+    error load_recordings raises."""
+    import pytest
+
+    from clio_acp.agent.recordings import RecordingFormatError, iter_recordings
+
+    for path in [*TRAJ.glob("*/*.traj.json"), *TRAJ.glob("*/output.jsonl")][:4]:
+        for part in (None, (0, 2), (1, 2)):
+            assert list(iter_recordings(path, part=part)) == load_recordings(path, part=part)
+    path = _instances_file(tmp_path, 3, bad_line=3)
+    lazy = iter_recordings(path)
+    assert [next(lazy).name, next(lazy).name] == ["instance-0", "instance-1"]
+    with pytest.raises(RecordingFormatError, match=":3: not a JSON line"):
+        next(lazy)
+    with pytest.raises(RecordingFormatError, match=":3: not a JSON line"):
+        load_recordings(path)
+
+
+async def test_replay_file_replays_instances_one_by_one_and_drops_each(tmp_path, monkeypatch):
+    """Each recording is let go once replayed (only reports are kept), and a bad line
+    still fails the whole file."""
+    import gc
+    import weakref
+
+    import pytest
+
+    from clio_acp.agent import replay as replay_module
+    from clio_acp.agent.recordings import RecordingFormatError
+
+    alive = []
+    replayed = replay_module.replay_recording
+
+    async def watching(recording, *args, **kwargs):
+        gc.collect()
+        alive.append(sum(1 for ref in seen if ref() is not None))
+        seen.append(weakref.ref(recording))
+        return await replayed(recording, *args, **kwargs)
+
+    seen: list[weakref.ref] = []
+    monkeypatch.setattr(replay_module, "replay_recording", watching)  # the real one, observed
+    reports = await replay_module.replay_file(_instances_file(tmp_path, 4))
+    assert [r.instance for r in reports] == [f"instance-{n}" for n in range(4)]
+    assert alive == [0, 0, 0, 0]  # the previous instance was gone each time
+    with pytest.raises(RecordingFormatError, match=":4: not a JSON line"):
+        await replay_module.replay_file(_instances_file(tmp_path, 4, bad_line=4))
