@@ -628,10 +628,11 @@ def _strip_heredocs_by_lines(command: str) -> str:
 
 # One shell token: a word (quoted parts kept together) or an operator. A word is a run
 # of plain characters, quoted parts and escapes; plain characters are taken a run at a
-# time (the alternative nearly every character needs comes first), a lone backslash
-# last (tests/memory/test_calls.py checks the one-character-at-a-time definition).
+# time (the alternative nearly every character needs comes first), so are the plain
+# characters of a double-quoted part (between escapes), a lone backslash last
+# (tests/memory/test_calls.py checks the one-character-at-a-time definition).
 _TOKEN = re.compile(
-    r"""(?:[^\s'"|&;()<>\\]+|'[^']*'|"(?:\\.|[^"\\])*"|\\.|\\)+"""
+    r"""(?:[^\s'"|&;()<>\\]+|'[^']*'|"[^"\\]*(?:\\.[^"\\]*)*"|\\.|\\)+"""
     r"|&&|\|\||;;|\|&|&>>|&>|>>|>\||>&|<<<|<<-?|[|&;()<>]|['\"]"
 )
 _QUOTED = re.compile(r"'([^']*)'|\"((?:\\.|[^\"\\])*)\"")
@@ -654,7 +655,9 @@ def _tokens(command: str) -> tuple[str, ...]:
     """Shell-like tokens of a command line: quotes removed from words, operators
     split out, here-document bodies dropped, newlines as ``;``. Tolerant: an
     unbalanced quote never raises (the stray quote becomes its own token)."""
-    text = _strip_heredocs(command).replace("\\\n", " ").replace("\n", " ; ")
+    text = _strip_heredocs(command)
+    if "\n" in text:  # both replacements need a line break
+        text = text.replace("\\\n", " ").replace("\n", " ; ")
     tokens = _TOKEN.findall(text)
     if "'" not in text and '"' not in text:
         return tuple(tokens)  # no quotes: no word to unquote

@@ -859,3 +859,22 @@ def test_program_shortcuts_match_the_definition(words):
         else (program, args)
     )
     assert _calls._module_program(program, args) == expected
+
+
+def test_shell_tokens_on_every_recorded_command_match_the_definition():
+    from tests.memory.middleware.test_facts import _recorded_calls
+
+    for call in _recorded_calls():
+        command = _calls.shell_command_of(call.tool_name, call.args) or ""
+        text = _calls._strip_heredocs(command).replace("\\\n", " ").replace("\n", " ; ")
+        assert _calls._TOKEN.findall(text) == _TOKEN_BY_DEFINITION.findall(text)
+
+
+@given(st.lists(_SHELL_PIECES, max_size=12).map("".join))
+@example("\nls")
+@example("echo a\\\nb")
+def test_tokens_without_a_line_break_skip_the_replacements(command):
+    _calls.clear_caches()
+    text = _calls._strip_heredocs(command).replace("\\\n", " ").replace("\n", " ; ")
+    expected = tuple(_unquote_by_definition(t) for t in _TOKEN_BY_DEFINITION.findall(text))
+    assert _calls._tokens(command) == expected
