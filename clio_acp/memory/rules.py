@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from itertools import islice
 from typing import Any
 
 from clio_acp.memory.bank import TaskMemoryBank
@@ -107,6 +108,14 @@ class ProblemSighting:
     line: str
 
 
+def _least_recent(repeats: dict[tuple[str, str], RepeatRecord]) -> tuple[str, str]:
+    """The first key, in map order, of the smallest ``last_step``: what
+    ``min(repeats, key=lambda k: repeats[k].last_step)`` picks, without a Python call
+    per entry."""
+    steps = [record.last_step for record in repeats.values()]
+    return next(islice(repeats, steps.index(min(steps)), None))
+
+
 def failure_content(call: str, attempts: int, first_step: int, digest: str) -> str:
     """§4: ``<call> failed N time(s); first observed at step S: <digest>.``"""
     plural = "time" if attempts == 1 else "times"
@@ -181,8 +190,7 @@ class RulesMemory:
             self.repeats[key] = record
         record.epoch = self.state_epoch
         if len(self.repeats) > 4 * FAILURE_MAP_CAP:
-            oldest = min(self.repeats, key=lambda k: self.repeats[k].last_step)
-            del self.repeats[oldest]
+            del self.repeats[_least_recent(self.repeats)]
         return record
 
     # -- §4 failure memory --------------------------------------------------------------
