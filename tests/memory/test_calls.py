@@ -536,10 +536,16 @@ def test_shell_tokens_taken_a_run_at_a_time_match_the_definition(text):
 # -- session 4 (hot): fast paths against their definitions ------------------------------
 
 
-def _recorded_outputs() -> list[str]:
+@__import__("functools").cache
+def _recorded() -> tuple:
+    """Every recorded call of the shared trajectories, loaded once per test run."""
     from tests.memory.middleware.test_facts import _recorded_calls
 
-    return [c.output or "" for c in _recorded_calls()]
+    return tuple(_recorded_calls())
+
+
+def _recorded_outputs() -> list[str]:
+    return [c.output or "" for c in _recorded()]
 
 
 def _volatile_by_definition(text: str) -> str:
@@ -648,9 +654,7 @@ def test_heredoc_bodies_skipped_by_search_match_the_line_by_line_definition(comm
 
 
 def test_heredoc_bodies_skipped_by_search_on_every_recorded_command():
-    from tests.memory.middleware.test_facts import _recorded_calls
-
-    commands = [_calls.shell_command_of(c.tool_name, c.args) for c in _recorded_calls()]
+    commands = [_calls.shell_command_of(c.tool_name, c.args) for c in _recorded()]
     heredocs = [c for c in commands if c and "<<" in c]
     assert len(heredocs) > 50
     for command in heredocs:
@@ -677,10 +681,8 @@ def test_python_heredoc_pattern_led_by_its_literal_matches_the_definition(text):
 def test_python_heredoc_pattern_on_every_recorded_command():
     import re
 
-    from tests.memory.middleware.test_facts import _recorded_calls
-
     definition = re.compile(_calls._PY_HEREDOC_SOURCE)
-    for call in _recorded_calls():
+    for call in _recorded():
         command = _calls.shell_command_of(call.tool_name, call.args) or ""
         found, expected = _calls._PY_HEREDOC.search(command), definition.search(command)
         assert (found and found.span()) == (expected and expected.span())
@@ -729,10 +731,8 @@ def test_remembered_change_flags_match_the_definitions(command):
 
 
 def test_remembered_change_flags_match_the_definitions_on_every_recorded_command():
-    from tests.memory.middleware.test_facts import _recorded_calls
-
     _calls.clear_caches()
-    for call in _recorded_calls():
+    for call in _recorded():
         command = _calls.shell_command_of(call.tool_name, call.args)
         if not command:
             continue
@@ -756,9 +756,7 @@ def test_unquote_shortcut_matches_the_definition(word):
 
 
 def test_unquote_shortcut_on_every_recorded_token():
-    from tests.memory.middleware.test_facts import _recorded_calls
-
-    for call in _recorded_calls():
+    for call in _recorded():
         command = _calls.shell_command_of(call.tool_name, call.args) or ""
         text = _calls._strip_heredocs(command).replace("\\\n", " ").replace("\n", " ; ")
         for token in _calls._TOKEN.findall(text):
@@ -862,9 +860,7 @@ def test_program_shortcuts_match_the_definition(words):
 
 
 def test_shell_tokens_on_every_recorded_command_match_the_definition():
-    from tests.memory.middleware.test_facts import _recorded_calls
-
-    for call in _recorded_calls():
+    for call in _recorded():
         command = _calls.shell_command_of(call.tool_name, call.args) or ""
         text = _calls._strip_heredocs(command).replace("\\\n", " ").replace("\n", " ; ")
         assert _calls._TOKEN.findall(text) == _TOKEN_BY_DEFINITION.findall(text)
