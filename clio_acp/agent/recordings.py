@@ -562,7 +562,8 @@ def terminal_failed(output: str, keystrokes: str) -> bool:
     are never failures of their own."""
     if not keystrokes.strip() or _SPECIAL_KEYS.match(keystrokes):
         return False
-    text = _WARNING_LINE.sub("", output)
+    # A warning line holds WARNING, warning or Warning: no "arning"/"ARNING", none.
+    text = _WARNING_LINE.sub("", output) if "arning" in output or "ARNING" in output else output
     if text.isascii():  # str.lower is the regex's case folding there
         return _lower_ascii_failure(text.lower())
     return _failure_any_text(text)

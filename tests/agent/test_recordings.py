@@ -288,3 +288,22 @@ async def test_replay_file_replays_instances_one_by_one_and_drops_each(tmp_path,
     assert max(alive) <= 1  # read two at a time; the earlier ones were gone
     with pytest.raises(RecordingFormatError, match=":4: not a JSON line"):
         await replay_module.replay_file(_instances_file(tmp_path, 4, bad_line=4))
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            ["WARNING", "warning", "Warning", "WARN", "arning", "x: ", "Error: e", "\n", " "]
+        ),
+        max_size=8,
+    ).map("".join)
+)
+def test_terminal_failed_reads_warnings_as_the_warning_scan_does(screen):
+    """The scan for warning lines is skipped without "arning"/"ARNING" (no warning
+    line can match then); the verdict is the one on the text with warnings removed."""
+    from clio_acp.agent import recordings
+
+    if "arning" not in screen and "ARNING" not in screen:
+        assert recordings._WARNING_LINE.sub("", screen) == screen
+    text = recordings._WARNING_LINE.sub("", screen)
+    assert terminal_failed(screen, "cmd") == bool(recordings._TERMINAL_FAILURE.search(text))
