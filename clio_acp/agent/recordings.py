@@ -571,7 +571,7 @@ def terminal_failed(output: str, keystrokes: str) -> bool:
 
 # A continuation line the shell echoes while a multi-line command (here-document,
 # open quote) is typed: "> text", or ">" alone for an empty line.
-_CONTINUATION = re.compile(r"^>(?: |$)")
+_CONTINUATION = re.compile(r"^>(?: |$)")  # on one line: ">" alone or "> …" (as tested)
 
 
 def _drop_echo(text: str, command: str) -> str:
@@ -582,7 +582,7 @@ def _drop_echo(text: str, command: str) -> str:
     kept = [
         line
         for line in text.split("\n")
-        if not _CONTINUATION.match(line) and line.strip() not in typed
+        if not (line == ">" or line.startswith("> ")) and line.strip() not in typed
     ]
     return "\n".join(kept).strip()
 

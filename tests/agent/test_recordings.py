@@ -307,3 +307,18 @@ def test_terminal_failed_reads_warnings_as_the_warning_scan_does(screen):
         assert recordings._WARNING_LINE.sub("", screen) == screen
     text = recordings._WARNING_LINE.sub("", screen)
     assert terminal_failed(screen, "cmd") == bool(recordings._TERMINAL_FAILURE.search(text))
+
+
+@given(st.lists(st.sampled_from([">", " ", "\r", "a", ">>", "\n", "cmd"]), max_size=6).map("".join))
+def test_drop_echo_equals_its_definition_with_the_continuation_pattern(text):
+    """``_drop_echo`` tests each line as ``">"`` or ``"> …"``, which is what the
+    continuation pattern matches on one line."""
+    from clio_acp.agent import recordings
+
+    typed = {"cmd", "a"}
+    kept = [
+        line
+        for line in text.split("\n")
+        if not recordings._CONTINUATION.match(line) and line.strip() not in typed
+    ]
+    assert recordings._drop_echo(text, "cmd\n a ") == "\n".join(kept).strip()
