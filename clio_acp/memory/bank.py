@@ -11,7 +11,6 @@ This module makes no model calls and does no I/O.
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 from collections.abc import Callable, Iterable
@@ -441,22 +440,21 @@ class TaskMemoryBank:
     # -- snapshots -------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """``{version:1, status|None, knowledge[], procedural[]}`` of deep copies (entries
-        carry ``origin``, §14.2),
-        each class in createdAt asc then id order."""
+        """``{version:1, status|None, knowledge[], procedural[]}`` of copies (entries
+        carry ``origin``, §14.2), each class in createdAt asc then id order. Every
+        dict and list is new and every value in them immutable (str, int), so nothing
+        in a snapshot is shared with the bank or another snapshot."""
 
         def ordered(kind: SavableKind) -> list[dict[str, Any]]:
             entries = sorted(self._entries[kind].values(), key=lambda e: (e.created_at, e.id))
             return [e.to_dict() for e in entries]
 
-        return copy.deepcopy(
-            {
-                "version": SNAPSHOT_VERSION,
-                "status": self._status.to_dict() if self._status else None,
-                "knowledge": ordered("knowledge"),
-                "procedural": ordered("procedural"),
-            }
-        )
+        return {
+            "version": SNAPSHOT_VERSION,
+            "status": self._status.to_dict() if self._status else None,
+            "knowledge": ordered("knowledge"),
+            "procedural": ordered("procedural"),
+        }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Replace the bank with a snapshot's entries, keeping their ids; the counter
