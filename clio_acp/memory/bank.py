@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -138,6 +138,19 @@ class TaskMemoryEntry:
     injection_count: int = 0
     origin: EntryOrigin = "model"
 
+    def copy(self) -> TaskMemoryEntry:
+        """A copy (``dataclasses.replace(self)`` without its per-call field lookup:
+        readers get copies of the bank's entries on every read)."""
+        return type(self)(
+            self.id,
+            self.kind,
+            self.content,
+            self.created_at,
+            self.last_touched_at,
+            self.injection_count,
+            self.origin,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The camelCase wire/snapshot shape of the reference implementation, plus
         ``origin`` (§14.2; readers that do not know it ignore it)."""
@@ -223,17 +236,17 @@ class TaskMemoryBank:
     @property
     def status(self) -> TaskMemoryEntry | None:
         """A copy of the private status entry (operator view and restore only)."""
-        return replace(self._status) if self._status else None
+        return self._status.copy() if self._status else None
 
     @property
     def knowledge(self) -> list[TaskMemoryEntry]:
         """Copies of the knowledge entries, oldest first (§2)."""
-        return [replace(e) for e in self._entries["knowledge"].values()]
+        return [e.copy() for e in self._entries["knowledge"].values()]
 
     @property
     def procedural(self) -> list[TaskMemoryEntry]:
         """Copies of the procedural entries, oldest first (§2)."""
-        return [replace(e) for e in self._entries["procedural"].values()]
+        return [e.copy() for e in self._entries["procedural"].values()]
 
     def delta_view(self) -> dict[str, Any]:
         """``{"status": {id, content, createdAt} | None, "knowledge": [...],
@@ -261,10 +274,10 @@ class TaskMemoryBank:
     def get(self, entry_id: str) -> TaskMemoryEntry | None:
         """A copy of the entry with this id in any class, or None."""
         if self._status and self._status.id == entry_id:
-            return replace(self._status)
+            return self._status.copy()
         for entries in self._entries.values():
             if entry_id in entries:
-                return replace(entries[entry_id])
+                return entries[entry_id].copy()
         return None
 
     def origin_of(self, entry_id: str) -> EntryOrigin | None:
@@ -314,7 +327,7 @@ class TaskMemoryBank:
             self._status.content = text
             self._status.last_touched_at = now
             self._status.origin = origin
-        return replace(self._status)
+        return self._status.copy()
 
     def save(
         self,
@@ -346,7 +359,7 @@ class TaskMemoryBank:
         else:
             entry = TaskMemoryEntry(self._next_id(kind), kind, text, now, now, origin=origin)
             entries[entry.id] = entry
-        result = replace(entry)
+        result = entry.copy()
         self._evict(kind)
         return result
 

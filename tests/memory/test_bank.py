@@ -455,3 +455,18 @@ def test_a_snapshot_shares_nothing_with_the_bank_or_another_snapshot(ops):
     for entry in first["knowledge"] + first["procedural"]:
         entry["content"] = "changed by the reader"
     assert bank.snapshot() == second
+
+
+def test_an_entry_copy_is_dataclasses_replace_for_every_field():
+    """``TaskMemoryEntry.copy`` names each field: a field added later and not copied
+    fails here (every field is set to a value of its own first)."""
+    import dataclasses
+
+    from clio_acp.memory.bank import TaskMemoryEntry
+
+    entry = TaskMemoryEntry("tm-k-1", "knowledge", "c", "2026-01-01T00:00:00.000Z", "x")
+    for number, field in enumerate(dataclasses.fields(TaskMemoryEntry)):
+        entry = dataclasses.replace(entry, **{field.name: f"value {number}"})
+    copied = entry.copy()
+    assert copied is not entry and copied == dataclasses.replace(entry)
+    assert dataclasses.astuple(copied) == dataclasses.astuple(entry)
