@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 
+from clio_acp.memory.calls import ascii_fold
 from clio_acp.memory.redact import redact_secrets_text
 
 __all__ = [
@@ -41,6 +42,9 @@ _CUE = re.compile(
     r"\b(?:must|never|always|do not|don't|dont|only|should|ensure|make sure|required)\b",
     re.IGNORECASE,
 )
+# The same words case-sensitively, for lowercased (ascii_fold-ed) text: IGNORECASE
+# tries its folding at every offset.
+_CUE_LOWER = re.compile(_CUE.pattern)
 _LIST_HEADING = re.compile(
     r"^\s*(?:#+\s*)?(?:\*\*|__)?\s*(?:requirements?|constraints?|acceptance criteria)"
     r"\s*(?:\*\*|__)?\s*:\s*(?:\*\*|__)?\s*(?P<rest>.*)$",
@@ -145,16 +149,24 @@ def _paragraphs(lines: list[str], skip: set[int]) -> list[tuple[int, str]]:
     return paragraphs
 
 
+def _has_cue(text: str) -> bool:
+    """``_CUE.search(text)``: the words searched case-sensitively in the lowercased
+    text (``str.lower`` is IGNORECASE's folding on ASCII; other text is
+    ``ascii_fold``-ed first, which keeps the characters IGNORECASE takes for an
+    ASCII letter as that letter and word characters as word characters)."""
+    return _CUE_LOWER.search((text if text.isascii() else ascii_fold(text)).lower()) is not None
+
+
 def _cue_sentences(lines: list[str], skip: set[int]) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     for number, paragraph in _paragraphs(lines, skip):
-        if not _CUE.search(paragraph):
+        if not _has_cue(paragraph):
             continue  # a cue in one of its sentences is a cue in the paragraph
         for sentence in _SENTENCE_END.split(paragraph):
             sentence = sentence.strip()
             if len(sentence) < _MIN_CHARS or sentence.endswith("?"):
                 continue
-            if _CUE.search(sentence):
+            if _has_cue(sentence):
                 found.append((number, sentence))
     return found
 

@@ -92,3 +92,20 @@ def test_code_symbol_count_and_cue_precheck_match_their_definitions(text):
         and _req._CUE.search(sentence.strip())
     ]
     assert _req._cue_sentences(lines, set()) == by_definition
+
+
+_CUE_PIECES = st.sampled_from(
+    ["must", "MUST", "Never", "do not", "don't", "DON'T", "dont", "only", "make sure",
+     "required", "requires", "ensure", "should", "always", " ", "\n", "x", "_", "0", "'",
+     "\u212a", "\u017f", "\u0130", "\u0131", "\u2019", "é", "ß", "\u00a0", "muſt", "ſhould",
+     "ONLY\u0130", "\u212aeep"]
+)  # fmt: skip
+
+
+@given(st.lists(_CUE_PIECES, max_size=8).map("".join))
+def test_a_cue_is_found_where_the_ignorecase_pattern_finds_one(text):
+    """The cue words searched in the lowercased (ascii_fold-ed) text are found exactly
+    where the IGNORECASE pattern finds them, word boundaries included."""
+    from clio_acp.memory import requirements
+
+    assert requirements._has_cue(text) == bool(requirements._CUE.search(text))
