@@ -84,8 +84,30 @@ def _looks_like_code(line: str) -> bool:
     return symbols >= 6 and symbols > len(line) / 12
 
 
+def _strip_fences(text: str) -> str:
+    """``_FENCE.sub("\n", text)`` by ``str.find``: each ```` ```…``` ```` block and
+    ``<!--…-->`` comment, the earliest first, an unclosed one running to the end,
+    becomes one newline (the lazy DOTALL pattern costs ~30 ns a character inside a
+    block)."""
+    parts: list[str] = []
+    pos = 0
+    while True:
+        fence, comment = text.find("```", pos), text.find("<!--", pos)
+        if fence < 0 and comment < 0:
+            break
+        if comment < 0 or 0 <= fence < comment:
+            start, closer, skip = fence, "```", 3
+        else:
+            start, closer, skip = comment, "-->", 4
+        close = text.find(closer, start + skip)
+        parts += (text[pos:start], "\n")
+        pos = len(text) if close < 0 else close + len(closer)
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
 def _lines(text: str) -> list[str]:
-    body = _FENCE.sub("\n", text or "")
+    body = _strip_fences(text or "")
     body = _TAG.sub(" ", body)
     return body.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 

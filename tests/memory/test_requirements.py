@@ -109,3 +109,27 @@ def test_a_cue_is_found_where_the_ignorecase_pattern_finds_one(text):
     from clio_acp.memory import requirements
 
     assert requirements._has_cue(text) == bool(requirements._CUE.search(text))
+
+
+@given(st.lists(st.sampled_from(["```", "``", "<!--", "<!-", "-->", "a", "\n", "<b>"]), max_size=8))
+def test_prompt_lines_equal_their_definition_with_every_fence_pattern(pieces):
+    """Fences and comments are removed only where one starts; the lines are what the
+    fence pattern run over every prompt gives."""
+    from clio_acp.memory import requirements
+
+    text = "".join(pieces)
+    body = requirements._TAG.sub(" ", requirements._FENCE.sub("\n", text))
+    expected = body.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    assert requirements._lines(text) == expected
+
+
+@given(
+    st.lists(
+        st.sampled_from(["```", "``", "`", "<!--", "<!-", "-->", "->", "<!-->", "a", "\n", "-"]),
+        max_size=10,
+    ).map("".join)
+)
+def test_fences_found_by_find_equal_the_fence_pattern(text):
+    from clio_acp.memory import requirements
+
+    assert requirements._strip_fences(text) == requirements._FENCE.sub("\n", text)
