@@ -263,9 +263,14 @@ class RulesMemory:
         escalated = False
         if previous is not None and failed and previous.failed and previous.lines == lines:
             same, escalated = previous.same_steps, previous.escalated
-        record = OutcomeRecord(failed, lines if failed else "", step, self.edit_epoch)
-        record.same_steps = [*same[-8:], step] if failed else []
-        record.escalated = escalated
+        record = OutcomeRecord(
+            failed,
+            lines if failed else "",
+            step,
+            self.edit_epoch,
+            [*same[-8:], step] if failed else [],
+            escalated,
+        )
         self.outcomes[fingerprint] = record
         while len(self.outcomes) > 4 * FAILURE_MAP_CAP:
             self.outcomes.popitem(last=False)
