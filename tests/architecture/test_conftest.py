@@ -1,0 +1,38 @@
+"""The suite's own machinery in ``tests/conftest.py``: the rewritten-module cache the
+xdist controller writes once for its workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _pytest.assertion import rewrite
+
+from tests.conftest import cache_rewritten_test_modules
+
+
+def _cached(source: Path):
+    pyc = rewrite.get_cache_dir(source) / (source.name[:-3] + rewrite.PYC_TAIL)
+    return rewrite._read_pyc(source, pyc)
+
+
+def test_the_cache_holds_what_pytest_would_rewrite_and_follows_the_source(
+    tmp_path: Path, pytestconfig: pytest.Config
+):
+    test_file = tmp_path / "test_sample.py"
+    test_file.write_text("def test_sum():\n    assert 1 + 1 == 3\n", encoding="utf-8")
+    (tmp_path / "conftest.py").write_text("X = 1\n", encoding="utf-8")
+    (tmp_path / "helper.py").write_text("Y = 2\n", encoding="utf-8")
+    (tmp_path / "test_broken.py").write_text("def test_(:\n", encoding="utf-8")
+
+    assert cache_rewritten_test_modules(pytestconfig, tmp_path) == 2  # not helper, not broken
+    _, fresh = rewrite._rewrite_test(test_file, pytestconfig)
+    assert _cached(test_file) == fresh
+    (test_sum,) = [c for c in fresh.co_consts if getattr(c, "co_name", "") == "test_sum"]
+    assert any(name.startswith("@py_assert") for name in test_sum.co_varnames)  # rewritten
+    assert cache_rewritten_test_modules(pytestconfig, tmp_path) == 0  # all current
+
+    test_file.write_text("def test_sum():\n    assert 2 + 2 == 5\n", encoding="utf-8")
+    assert _cached(test_file) is None  # stale for pytest too
+    assert cache_rewritten_test_modules(pytestconfig, tmp_path) == 1
+    assert _cached(test_file) == rewrite._rewrite_test(test_file, pytestconfig)[1]
