@@ -10,6 +10,7 @@ import pytest
 
 from clio_acp.lsp.stdio import MAX_BODY_BYTES, MAX_HEADER_LINE_BYTES
 from tests.support.hostile import WirePeer, lsp_message, probe, start_peer, wire_env
+from tests.support.waiting import wait_until_sync
 
 
 @pytest.fixture
@@ -29,15 +30,19 @@ def _popups(peer) -> list[dict]:
     ]
 
 
-@pytest.mark.parametrize(
-    "body", [b"{not json", b"\xff\xfe\x00garbage", b"[" * 100_000], ids=["json", "utf8", "deep"]
-)
-def test_unparseable_body_is_a_parse_error_with_null_id_and_no_popup(peer, body):
-    assert peer.send(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-    assert peer.wait_for({None}, 30) == set()
-    (error,) = _null_id_errors(peer)
-    assert error["error"]["code"] == -32700
-    assert probe(peer, "after-bad-body")  # the session goes on
+UNPARSEABLE = [b"{not json", b"\xff\xfe\x00garbage", b"[" * 100_000]
+"""Bodies that are not JSON: bad syntax, not UTF-8, nested past the parser's stack."""
+
+
+def test_unparseable_bodies_are_parse_errors_with_null_id_and_no_popup(peer):
+    # One server for the three: the reader judges each body on its own, and a body that
+    # ended the server would fail the next probe.
+    for n, body in enumerate(UNPARSEABLE, 1):
+        assert peer.send(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        wait_until_sync(lambda n=n: len(_null_id_errors(peer)) >= n, timeout_s=30)
+        errors = _null_id_errors(peer)
+        assert len(errors) == n and errors[-1]["error"]["code"] == -32700, body[:20]
+        assert probe(peer, f"after-bad-body-{n}"), body[:20]  # the session goes on
     assert _popups(peer) == []
 
 
