@@ -23,7 +23,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from clio_acp.agent.recordings import Recording, iter_recordings
+from clio_acp.agent.recordings import RecordedCall, Recording, iter_recordings
 from clio_acp.memory.bank import TaskMemoryBank
 from clio_acp.memory.middleware import (
     AnnotateToolResult,
@@ -205,6 +205,30 @@ def _record_completion(report: ReplayReport, effects: list[Effect], step: int, t
             )
 
 
+def _replay_call(
+    report: ReplayReport,
+    call: RecordedCall,
+    mw: MemoryMiddleware,
+    stopped: set[tuple[tuple[str, ...], str]],
+) -> None:
+    """One recorded tool call through ``before_tool``/``after_tool``, counted and its
+    effects recorded at the call's 1-based step."""
+    tool_call = ToolCall(call.tool_name, call.args, f"call-{call.index}", call.kind)
+    mw.before_tool(tool_call)
+    effects = mw.after_tool(tool_call, ToolOutcome(call.output, call.is_error, call.exit_code))
+    report.tool_calls += 1
+    observation = mw.last_observation or {}
+    if observation.get("outcome") == "error":
+        report.failures += 1
+        report.failure_steps.append(call.index)
+    if observation.get("informative"):
+        report.informative += 1
+        report.informative_steps.append(call.index)
+    report.state_changing += bool(observation.get("stateChanging"))
+    if effects:
+        _record(report, effects, call.index, mw, stopped)
+
+
 async def replay_recording(
     recording: Recording,
     settings: MemorySettings | Callable[[], MemorySettings] | None = None,
@@ -248,23 +272,8 @@ async def replay_recording(
             # error (mini-swe-agent), not the agent finishing.
             _record_completion(report, mw.completion_check(turn_id), done, number)
         for call in turn.calls:
-            tool_call = ToolCall(call.tool_name, call.args, f"call-{call.index}", call.kind)
-            mw.before_tool(tool_call)
-            effects = mw.after_tool(
-                tool_call, ToolOutcome(call.output, call.is_error, call.exit_code)
-            )
+            _replay_call(report, call, mw, stopped)
             done = call.index
-            report.tool_calls += 1
-            observation = mw.last_observation or {}
-            if observation.get("outcome") == "error":
-                report.failures += 1
-                report.failure_steps.append(call.index)
-            if observation.get("informative"):
-                report.informative += 1
-                report.informative_steps.append(call.index)
-            report.state_changing += bool(observation.get("stateChanging"))
-            if effects:
-                _record(report, effects, call.index, mw, stopped)
             if compact_every and done % compact_every == 0:
                 mw.on_compaction()
         effects = mw.turn_end(turn_id)
