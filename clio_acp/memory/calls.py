@@ -339,42 +339,6 @@ def _first_problem_line_start(joined: str) -> int | None:
     return None
 
 
-def _problem_line_by_lines(text: str) -> str:
-    """``_problem_line`` as it was written line by line (tests compare)."""
-    raw_lines = text.splitlines()
-    if _TRACEBACK_HEAD in text:
-        lines = [line for line in map(_kept_line, raw_lines) if line]
-        return _problem_line_of(lines)
-    at = _first_problem_raw_line(raw_lines)
-    if at is None:
-        at = next((i for i, raw in enumerate(raw_lines) if _kept_line(raw)), None)
-        if at is None:
-            return ""
-    line = _kept_line(raw_lines[at])
-    if line.endswith(":"):
-        following = next((k for k in map(_kept_line, raw_lines[at + 1 :]) if k), None)
-        if following is not None:
-            line = f"{line} {following}"
-    return line
-
-
-def _first_problem_raw_line(raw_lines: list[str]) -> int | None:
-    """Index in ``raw_lines`` of the first kept line naming a problem, or None
-    (``_problem_line_by_lines``)."""
-    joined = "\n".join(raw_lines)
-    joined = (joined if joined.isascii() else ascii_fold(joined)).lower()
-    pos = index = 0
-    while (match := _PROBLEM_LOWER.search(joined, pos)) is not None:
-        index += joined.count("\n", pos, match.start())
-        if _kept_line(raw_lines[index]):
-            return index
-        pos = joined.find("\n", match.start()) + 1
-        if pos == 0:
-            return None
-        index += 1
-    return None
-
-
 def _problem_line_of(lines: list[str]) -> str:
     """``_problem_line`` over the kept lines (the path for text with a traceback)."""
     if not lines:
@@ -572,8 +536,8 @@ def _strip_heredocs(command: str) -> str:
     a line whose ``<<`` operators name delimiters, up to and including the line that
     is each delimiter (stripped), in turn; to the end when one never comes.
 
-    ``_strip_heredocs_by_lines`` is the definition, line by line; this goes from one
-    occurrence of a delimiter to the next (a long script is skipped in C)."""
+    Goes from one occurrence of a delimiter to the next (a long script is skipped in
+    C); tests/memory/test_calls.py compares it with the line-by-line definition."""
     if "<<" not in command:
         return command  # no here-document operator, nothing to remove
     kept: list[str] = []
@@ -604,26 +568,6 @@ def _after_delimiter_line(command: str, delimiter: str, position: int) -> int:
             return end + 1
         at = command.find(delimiter, end)
     return len(command) + 1
-
-
-def _strip_heredocs_by_lines(command: str) -> str:
-    """``_strip_heredocs`` by its definition, one line at a time (tests compare)."""
-    if "<<" not in command:
-        return command
-    lines = command.split("\n")
-    out: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        out.append(line)
-        i += 1
-        if "<<" not in line:
-            continue  # the operator is on this line or no body starts here
-        for delimiter in [m.group(2) for m in _HEREDOC.finditer(line)]:
-            while i < len(lines) and lines[i].strip() != delimiter:
-                i += 1
-            i += 1  # skip the delimiter line
-    return "\n".join(out)
 
 
 # One shell token: a word (quoted parts kept together) or an operator. A word is a run
@@ -1224,7 +1168,6 @@ def _programs(command: str) -> set[str]:
 # Non-ASCII characters an IGNORECASE regex matches to an ASCII letter (sre's case
 # folding; every code point is checked in tests/memory/test_calls.py).
 _FOLDS_TO_ASCII = {"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"}
-_NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 
 @lru_cache(maxsize=4096)

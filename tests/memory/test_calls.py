@@ -605,7 +605,7 @@ def test_masking_a_long_output_matches_the_definition(pieces):
 
 
 def _fold_by_definition(text: str) -> str:
-    return _calls._NON_ASCII.sub(lambda m: _calls._ascii_stand_in(m.group()), text)
+    return __import__("re").sub(r"[^\x00-\x7f]", lambda m: _calls._ascii_stand_in(m.group()), text)
 
 
 @given(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x2FFFF)))
@@ -639,6 +639,26 @@ def test_memoised_failure_and_environment_scans_equal_fresh_ones():
     assert _calls.failure_lines(" \n", exit_code=None) == ("<empty output, exit None>",)
 
 
+def _strip_heredocs_by_lines(command: str) -> str:
+    """``_strip_heredocs`` by its definition, one line at a time."""
+    if "<<" not in command:
+        return command
+    lines = command.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        out.append(line)
+        i += 1
+        if "<<" not in line:
+            continue  # the operator is on this line or no body starts here
+        for delimiter in [m.group(2) for m in _calls._HEREDOC.finditer(line)]:
+            while i < len(lines) and lines[i].strip() != delimiter:
+                i += 1
+            i += 1  # skip the delimiter line
+    return "\n".join(out)
+
+
 _HEREDOC_PIECES = st.sampled_from(
     ["cat", "<<EOF", "<< 'EOF'", '<<-"END"', "<<<", "EOF", " EOF ", "\tEOF\r", "END", "E0F",
      "x", "> f", "&&", ";", "\n", "\n", "\n", "\x0b", "\u2028", "<<A <<B", "A", "B", "echo hi"]
@@ -650,7 +670,7 @@ _HEREDOC_PIECES = st.sampled_from(
 @example("cat <<A <<B\n a \nB\n A\nB\nrm x")
 @example("cat <<EOF\nno end")
 def test_heredoc_bodies_skipped_by_search_match_the_line_by_line_definition(command):
-    assert _calls._strip_heredocs(command) == _calls._strip_heredocs_by_lines(command)
+    assert _calls._strip_heredocs(command) == _strip_heredocs_by_lines(command)
 
 
 def test_heredoc_bodies_skipped_by_search_on_every_recorded_command():
@@ -658,7 +678,7 @@ def test_heredoc_bodies_skipped_by_search_on_every_recorded_command():
     heredocs = [c for c in commands if c and "<<" in c]
     assert len(heredocs) > 50
     for command in heredocs:
-        assert _calls._strip_heredocs(command) == _calls._strip_heredocs_by_lines(command)
+        assert _calls._strip_heredocs(command) == _strip_heredocs_by_lines(command)
 
 
 _PY_HEREDOC_PIECES = st.sampled_from(
@@ -770,6 +790,40 @@ def test_shell_command_of_a_mapping_that_is_not_a_dict():
     assert _calls.shell_command_of("bash", ["ls"]) is None
 
 
+def _problem_line_by_lines(text: str) -> str:
+    """``_problem_line`` as it was written, line by line."""
+    raw_lines = text.splitlines()
+    if _calls._TRACEBACK_HEAD in text:
+        lines = [line for line in map(_calls._kept_line, raw_lines) if line]
+        return _calls._problem_line_of(lines)
+    at = _first_problem_raw_line(raw_lines)
+    if at is None:
+        at = next((i for i, raw in enumerate(raw_lines) if _calls._kept_line(raw)), None)
+        if at is None:
+            return ""
+    line = _calls._kept_line(raw_lines[at])
+    if line.endswith(":"):
+        following = next((k for k in map(_calls._kept_line, raw_lines[at + 1 :]) if k), None)
+        if following is not None:
+            line = f"{line} {following}"
+    return line
+
+
+def _first_problem_raw_line(raw_lines: list[str]) -> int | None:
+    joined = "\n".join(raw_lines)
+    joined = (joined if joined.isascii() else _calls.ascii_fold(joined)).lower()
+    pos = index = 0
+    while (match := _calls._PROBLEM_LOWER.search(joined, pos)) is not None:
+        index += joined.count("\n", pos, match.start())
+        if _calls._kept_line(raw_lines[index]):
+            return index
+        pos = joined.find("\n", match.start()) + 1
+        if pos == 0:
+            return None
+        index += 1
+    return None
+
+
 _PROBLEM_PIECES = st.sampled_from(
     ["error: x", "Failed:", "ok", "  ", "> error", ">>> failed", "===== FAILURES =====", "fatal",
      "İnvalid", "not found", "line", "a:", "ſ", "\n", "\n", "\n", "\r\n", "\r", "\x0b", "\x1c",
@@ -784,14 +838,14 @@ _PROBLEM_PIECES = st.sampled_from(
 @example("x\n> error\nlast:")
 def test_problem_line_by_offsets_matches_the_line_by_line_version(text):
     _calls.clear_caches()
-    assert _calls._problem_line(text) == _calls._problem_line_by_lines(text)
+    assert _calls._problem_line(text) == _problem_line_by_lines(text)
     assert _calls._joined_lines(text) == "\n".join(text.splitlines())
 
 
 def test_problem_line_by_offsets_on_every_recorded_output():
     _calls.clear_caches()
     for output in _recorded_outputs():
-        assert _calls._problem_line(output) == _calls._problem_line_by_lines(output)
+        assert _calls._problem_line(output) == _problem_line_by_lines(output)
 
 
 def _cut_for_failure_lines(output: str) -> str:
