@@ -47,8 +47,9 @@ NEUTRAL_CLIENT = "visual-studio-code"
 reads the client's capabilities only through ``client_supports`` (both sets declare
 those alike) and the position encoding; ``tests/lsp/test_server.py`` fails if that
 changes. Such a module overrides ``client_name`` (and ``shared_client_name``) with
-this set. Modules whose tests show ranges (diagnostics, code actions, reminder
-locations, secret sinks) and the test of the ``initialize`` answer keep both sets."""
+this set (one test: ``parametrize("client_name", [NEUTRAL_CLIENT])``). Tests that look
+at ranges (diagnostics, code actions, reminder locations on their shared servers) and
+the test of the ``initialize`` answer keep both sets."""
 
 STOP_TIMEOUT_S = 30
 

@@ -15,7 +15,14 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import DIAGNOSTICS, configure, execute, initialize_params, wait_for
+from tests.lsp.conftest import (
+    DIAGNOSTICS,
+    NEUTRAL_CLIENT,
+    configure,
+    execute,
+    initialize_params,
+    wait_for,
+)
 from tests.support.model_server import Reply, ToolCall
 from tests.support.waiting import wait_until
 
@@ -161,6 +168,7 @@ async def test_every_session_change_clears_memory_diagnostics(
 
 
 @pytest.mark.asyncio(loop_scope="function")
+@pytest.mark.parametrize("client_name", [NEUTRAL_CLIENT])  # no range is looked at
 async def test_shutdown_clears_memory_diagnostics_before_its_answer(
     lsp: LanguageClient, client_name: str, workspace: Path, model_server
 ):

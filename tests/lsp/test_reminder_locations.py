@@ -18,7 +18,7 @@ import pytest
 from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 
-from tests.lsp.conftest import DIAGNOSTICS, execute, initialize_params, wait_for
+from tests.lsp.conftest import DIAGNOSTICS, NEUTRAL_CLIENT, execute, initialize_params, wait_for
 from tests.support.model_server import Reply, ToolCall
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -110,6 +110,7 @@ async def test_failure_output_puts_the_reminder_on_that_file_and_line(
 
 
 @pytest.mark.asyncio(loop_scope="function")
+@pytest.mark.parametrize("client_name", [NEUTRAL_CLIENT])  # both sets: UTF-8 forced below
 async def test_utf8_ranges_when_the_client_negotiates_utf8(
     lsp: LanguageClient, client_name: str, workspace: Path, model_server, bad_file
 ):

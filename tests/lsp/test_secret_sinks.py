@@ -10,11 +10,17 @@ from pathlib import Path
 import pytest
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import execute, initialize_params
+from tests.lsp.conftest import NEUTRAL_CLIENT, execute, initialize_params
 from tests.support.model_server import Reply, ToolCall
 from tests.support.secrets import corpus, leaked
 
 pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+def client_name() -> str:
+    return NEUTRAL_CLIENT  # what is shown is text: the capability sets cannot change it
+
 
 SAMPLES = tuple(s for s in corpus() if "\n" not in s.text and "'" not in s.text)[:8]
 
