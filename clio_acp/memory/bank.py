@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from operator import attrgetter
 from typing import Any, Literal
 
 from clio_acp.memory.redact import cut_keeping_markers, redact_preserving_markers
@@ -108,6 +109,11 @@ def canonical_time(moment: datetime) -> str:
             f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z"
         )
     return format_timestamp(moment)
+
+
+# Eviction takes the least recently touched entry (then the oldest, then the lowest id):
+# the tuple a lambda would build, made by the C-level attrgetter.
+_EVICTION_ORDER = attrgetter("last_touched_at", "created_at", "id")
 
 
 def _base36(n: int) -> str:
@@ -367,7 +373,7 @@ class TaskMemoryBank:
         entries = self._entries[kind]
         cap = self.knowledge_cap if kind == "knowledge" else self.procedural_cap
         while len(entries) > cap:
-            victim = min(entries.values(), key=lambda e: (e.last_touched_at, e.created_at, e.id))
+            victim = min(entries.values(), key=_EVICTION_ORDER)
             del entries[victim.id]
 
     def delete_entry(self, entry_id: str) -> bool:
