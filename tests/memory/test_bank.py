@@ -470,3 +470,23 @@ def test_an_entry_copy_is_dataclasses_replace_for_every_field():
     copied = entry.copy()
     assert copied is not entry and copied == dataclasses.replace(entry)
     assert dataclasses.astuple(copied) == dataclasses.astuple(entry)
+
+
+def test_eviction_order_is_touched_then_created_then_id():
+    from clio_acp.memory.bank import _EVICTION_ORDER, TaskMemoryEntry
+
+    entries = [
+        TaskMemoryEntry(
+            "tm-p-2", "procedural", "a", "2026-01-01T00:00:00.001Z", "2026-01-01T00:00:00.005Z"
+        ),
+        TaskMemoryEntry(
+            "tm-p-1", "procedural", "b", "2026-01-01T00:00:00.002Z", "2026-01-01T00:00:00.005Z"
+        ),
+        TaskMemoryEntry(
+            "tm-p-3", "procedural", "c", "2026-01-01T00:00:00.001Z", "2026-01-01T00:00:00.006Z"
+        ),
+    ]
+    for entry in entries:
+        assert _EVICTION_ORDER(entry) == (entry.last_touched_at, entry.created_at, entry.id)
+    # same touch: the older creation goes first although its id sorts later
+    assert min(entries, key=_EVICTION_ORDER).id == "tm-p-2"
