@@ -254,18 +254,20 @@ class TaskMemoryBank:
         """Copies of the procedural entries, oldest first (§2)."""
         return [e.copy() for e in self._entries["procedural"].values()]
 
-    def delta_view(self) -> dict[str, Any]:
-        """``{"status": {id, content, createdAt} | None, "knowledge": [...],
-        "procedural": [...]}`` (oldest first): what ``telemetry.bank_delta`` compares,
-        read without copying the entries (taken once per telemetry row)."""
-
-        def light(entry: TaskMemoryEntry) -> dict[str, str]:
-            return {"id": entry.id, "content": entry.content, "createdAt": entry.created_at}
-
+    def delta_view(self) -> dict[str, dict[str, tuple[str, str]]]:
+        """``{"status" | "knowledge" | "procedural": {id: (content, createdAt)}}``
+        (oldest first; status has at most one entry): what a bank delta compares
+        (``telemetry.view_delta_counts``), read without copying the entries (taken
+        once per telemetry row after a write)."""
+        status = self._status
         return {
-            "status": light(self._status) if self._status else None,
-            "knowledge": [light(e) for e in self._entries["knowledge"].values()],
-            "procedural": [light(e) for e in self._entries["procedural"].values()],
+            "status": {status.id: (status.content, status.created_at)} if status else {},
+            "knowledge": {
+                e.id: (e.content, e.created_at) for e in self._entries["knowledge"].values()
+            },
+            "procedural": {
+                e.id: (e.content, e.created_at) for e in self._entries["procedural"].values()
+            },
         }
 
     @property

@@ -46,6 +46,7 @@ __all__ = [
     "parse_step_line",
     "step_line",
     "step_record",
+    "view_delta_counts",
 ]
 
 log = logging.getLogger(__name__)
@@ -293,6 +294,27 @@ def _aligned_updates(old: Any, new: Any) -> int | None:
         ):
             updated += 1
     return updated
+
+
+def view_delta_counts(
+    before: Mapping[str, Mapping[str, Any]], after: Mapping[str, Mapping[str, Any]]
+) -> tuple[int, ...]:
+    """``delta_counts`` of the two snapshots two ``TaskMemoryBank.delta_view`` readings
+    stand for (per class ``{id: (content, createdAt)}``): the same nine counts, by
+    dict operations instead of walking entry dicts."""
+    counts: list[int] = []
+    for kind in _DELTA_KINDS:
+        old, new = before[kind], after[kind]
+        if old == new:
+            counts += (0, 0, 0)
+            continue
+        common = new.keys() & old.keys()
+        counts += (
+            len(new) - len(common),
+            sum(1 for key in common if new[key] != old[key]),
+            len(old) - len(common),
+        )
+    return tuple(counts)
 
 
 @lru_cache(maxsize=256)

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from clio_acp.memory.telemetry import NO_WRITES, StepFields, delta_counts
+from clio_acp.memory.telemetry import NO_WRITES, StepFields, view_delta_counts
 from clio_acp.timestamps import format_timestamp
 
 __all__ = ["ActivityLog", "render_activity"]
@@ -69,8 +69,8 @@ class ActivityLog:
         return list(self._s.activity)
 
     def _delta_snapshot(self) -> dict[str, Any]:
-        """What ``bank_delta`` compares (id, content, createdAt per class): cheaper
-        than a full deep-copied snapshot, taken once per telemetry row."""
+        """What a bank delta compares (``{id: (content, createdAt)}`` per class):
+        cheaper than a full snapshot, taken once per telemetry row after a write."""
         return self.bank.delta_view()
 
     def _take_delta(self, tier: str) -> tuple[int, ...]:
@@ -79,7 +79,7 @@ class ActivityLog:
         if tier != "llm" and not self._bank_dirty:
             return NO_WRITES  # writes by others land in the next computed row
         snapshot = self._delta_snapshot()
-        counts = delta_counts(self._last_snapshot, snapshot)
+        counts = view_delta_counts(self._last_snapshot, snapshot)
         self._last_snapshot = snapshot
         self._bank_dirty = False
         return counts

@@ -68,8 +68,10 @@ _OPS = st.lists(
 @settings(max_examples=40)
 @given(_OPS, _OPS, st.booleans())
 def test_bank_delta_equals_its_definition(first, second, full_snapshots):
+    """On snapshots (``bank_delta``) and on the middleware's delta views
+    (``view_delta_counts``), taken at the same moments: the §5 definition's counts."""
     from clio_acp.memory.bank import TaskMemoryBank
-    from clio_acp.memory.telemetry import bank_delta
+    from clio_acp.memory.telemetry import bank_delta, view_delta_counts
 
     bank = TaskMemoryBank(knowledge_cap=3, procedural_cap=3)
 
@@ -89,12 +91,17 @@ def test_bank_delta_equals_its_definition(first, second, full_snapshots):
             elif ids and op == "cite":
                 bank.record_injection([ids[n % len(ids)]])
 
-    def view():
-        return bank.snapshot() if full_snapshots else bank.delta_view()
+    def counts(delta):
+        return tuple(delta[k][c] for k in delta for c in ("added", "updated", "deleted"))
 
     apply(first)
-    before = view()
+    before, before_view = bank.snapshot(), bank.delta_view()
     apply(second)
-    after = view()
-    assert bank_delta(before, after).model_dump() == _delta_by_definition(before, after)
+    after, after_view = bank.snapshot(), bank.delta_view()
+    expected = _delta_by_definition(before, after)
+    assert bank_delta(before, after).model_dump() == expected
     assert bank_delta(None, after).model_dump() == _delta_by_definition(None, after)
+    assert view_delta_counts(before_view, after_view) == counts(expected)
+    if full_snapshots:  # the middleware's first view is of an empty bank
+        empty = TaskMemoryBank().delta_view()
+        assert view_delta_counts(empty, after_view) == counts(_delta_by_definition(None, after))
