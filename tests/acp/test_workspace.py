@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from acp import text_block
 from acp.schema import ClientCapabilities
 
-from tests.conftest import subprocess_env
 from tests.support.acp_client import acp_agent
 from tests.support.model_server import Reply, ToolCall
 
@@ -44,7 +41,7 @@ def _chat(body: dict) -> bool:
 
 
 async def test_a_value_survives_compaction_and_a_load_in_a_new_process(
-    model_server, tmp_path, run_cli
+    model_server, tmp_path, invoke_cli
 ):
     _settings(model_server)
     write = json.dumps({"key": "findings", "value": VALUE})
@@ -78,12 +75,14 @@ async def test_a_value_survives_compaction_and_a_load_in_a_new_process(
     tool_messages = [m for m in model_server.bodies[-1]["messages"] if m["role"] == "tool"]
     assert tool_messages[-1]["content"] == VALUE
 
-    listed = run_cli("workspace", sid)
+    # `clio-acp workspace` over what the agent processes wrote (in this process: the
+    # command's reading, not its process, is the subject; tests/cli covers the rest).
+    listed = invoke_cli("workspace", sid)
     assert listed.returncode == 0, listed.stderr
     assert f"- findings ({len(VALUE)} chars" in listed.stdout
-    shown = run_cli("workspace", sid, "findings")
+    shown = invoke_cli("workspace", sid, "findings")
     assert shown.returncode == 0 and shown.stdout == VALUE + "\n"
-    missing = run_cli("workspace", sid, "nope")
+    missing = invoke_cli("workspace", sid, "nope")
     assert missing.returncode == 1 and "unknown workspace key 'nope'" in missing.stderr
 
 
@@ -91,7 +90,7 @@ def _replies(client, sid: str) -> str:
     return "".join(u["content"]["text"] for u in client.updates("agent_message_chunk", sid))
 
 
-async def test_slash_workspace_and_memory_propose_event(model_server, tmp_path):
+async def test_slash_workspace_and_memory_propose_event(model_server, tmp_path, invoke_cli):
     _settings(model_server)
     write = json.dumps({"key": "findings", "value": VALUE})
     failing = json.dumps({"command": "echo 'fatal: no upstream' >&2; exit 128"})
@@ -123,7 +122,7 @@ async def test_slash_workspace_and_memory_propose_event(model_server, tmp_path):
         value = await slash("/workspace findings")
         part = await slash("/workspace findings --offset 10")
         unknown = await slash("/workspace nope")
-        events = run_events(sid)
+        events = run_events(invoke_cli, sid)
         seq = next(
             r["seq"]
             for r in events
@@ -146,14 +145,9 @@ async def test_slash_workspace_and_memory_propose_event(model_server, tmp_path):
     assert len(model_server.bodies) == 2  # slash commands never reach the model
 
 
-def run_events(sid: str) -> list[dict]:
-    """The session's journal rows through ``clio-acp events --json`` (another process)."""
-    out = subprocess.run(
-        [sys.executable, "-m", "clio_acp", "events", sid, "--json"],
-        capture_output=True,
-        text=True,
-        env=subprocess_env(),
-        timeout=60,
-        check=True,
-    )
+def run_events(invoke_cli, sid: str) -> list[dict]:
+    """The session's journal rows through ``clio-acp events --json``, read while the
+    agent process that writes them runs."""
+    out = invoke_cli("events", sid, "--json")
+    assert out.returncode == 0, out.stderr
     return [json.loads(line) for line in out.stdout.splitlines()]

@@ -30,7 +30,7 @@ async def test_real_turn_against_the_embedded_model(monkeypatch, workspace):
     manager = SessionManager(paths=paths, settings=lambda: settings, max_turn_requests=2)
     try:
         session = await manager.new_session(workspace, mode="plan")
-        session.loop.limits.max_output_tokens = 48
+        session.loop.limits.max_output_tokens = 16  # the shape of the turn, not its length
         events = []
         session.subscribe(events.append)
         stop = await session.prompt("Say hello in one short sentence.")
