@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from clio_acp.memory.bank import well_formed_text
 from clio_acp.memory.calls import ascii_fold
 
 __all__ = [
@@ -169,14 +170,55 @@ def task_prompt(task: str, constraints: list[str]) -> str:
     return task + "\n\nConstraints:\n" + "\n".join(f"- {c}" for c in constraints)
 
 
+# -- reading -----------------------------------------------------------------------------
+
+# Recordings are read as UTF-8 text the way their tools wrote it, not refused for a
+# stray byte: a leading byte-order mark (Windows editors) is dropped and bytes that are
+# not UTF-8 (raw program output) read as U+FFFD, on every path below.
+_ENCODING = {"encoding": "utf-8-sig", "errors": "replace"}
+
+# An escape of a UTF-16 surrogate. json.loads joins a pair into one character, so a
+# surrogate left in a parsed string is a lone one ("\ud800" alone is valid JSON).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _parse(text: str) -> Any:
+    """``json.loads(text)`` with every lone surrogate in its strings and keys replaced
+    by U+FFFD: UTF-8 cannot encode one, so hashing an output, printing the report or
+    the bank would fail on it. Only text with a surrogate escape is walked."""
+    value = json.loads(text)
+    if _SURROGATE_ESCAPE.search(text) is None:
+        return value
+    if isinstance(value, str):
+        return well_formed_text(value)
+    stack = [value] if isinstance(value, dict | list) else []
+    while stack:  # iterative: as deep as the parser allowed
+        node = stack.pop()
+        items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+        if isinstance(node, dict):
+            node.clear()  # re-filled in order, under well-formed keys
+        for key, item in items:
+            if isinstance(item, str):
+                item = well_formed_text(item)
+            elif isinstance(item, dict | list):
+                stack.append(item)
+            node[well_formed_text(key) if isinstance(key, str) else key] = item
+    return value
+
+
+def _read_document(path: Path) -> Any:
+    """The whole file parsed as one JSON document (``_parse``)."""
+    return _parse(path.read_bytes().decode(**_ENCODING))
+
+
 # -- detection ---------------------------------------------------------------------------
 
 
 def _first_json_line(path: Path) -> Any:
-    with path.open(encoding="utf-8") as handle:
+    with path.open(**_ENCODING) as handle:
         for line in handle:
             if line.strip():
-                return json.loads(line)
+                return _parse(line)
     return None
 
 
@@ -193,7 +235,7 @@ def _detect(path: Path) -> tuple[RecordingFormat, Any]:
     first instance; else None."""
     try:
         if path.suffix == ".json" or path.name.endswith(".traj.json"):
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = _read_document(path)
             if isinstance(data, dict) and isinstance(data.get("messages"), list):
                 return "mini-swe-agent", data
         else:
@@ -311,7 +353,7 @@ def _mini_output(observation: str) -> str:
 def _load_mini(path: Path, document: Any = None) -> list[Recording]:
     """The one recording of a mini-swe-agent file (``document``: the file already
     parsed by format detection)."""
-    data = json.loads(path.read_text(encoding="utf-8")) if document is None else document
+    data = _read_document(path) if document is None else document
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise RecordingFormatError(f"{path}: not a mini-swe-agent trajectory (no messages list)")
     messages = data["messages"]
@@ -370,7 +412,7 @@ def _oh_arguments(event: dict[str, Any]) -> dict[str, Any] | None:
         for choice in meta["model_response"]["choices"]:
             for call in choice["message"].get("tool_calls") or []:
                 if call.get("id") == call_id:
-                    args = json.loads(call["function"]["arguments"])
+                    args = _parse(call["function"]["arguments"])
                     return args if isinstance(args, dict) else None
     except (KeyError, TypeError, json.JSONDecodeError):
         return None
@@ -381,7 +423,7 @@ def _json_line(path: Path, line_no: int, line: str) -> Any:
     """One JSON Lines row; a bad one is named by its line (the decoder's own position
     counts within the line only, so it always said "line 1")."""
     try:
-        return json.loads(line)
+        return _parse(line)
     except (ValueError, RecursionError) as exc:
         raise RecordingFormatError(f"{path}:{line_no}: not a JSON line: {exc}") from exc
 
@@ -394,7 +436,7 @@ def _iter_openhands(
     others are not parsed), for ``--jobs`` workers sharing one file. ``first``: the
     first instance line already parsed (by format detection), or None."""
     found = False
-    with path.open(encoding="utf-8") as handle:
+    with path.open(**_ENCODING) as handle:
         ordinal = -1
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
@@ -621,7 +663,7 @@ def _load_pma(path: Path) -> list[Recording]:
     recording = Recording(path, "pma", path.parent.parent.name + "/" + path.parent.name)
     index = 0
     pending_user = ""
-    with path.open(encoding="utf-8") as handle:
+    with path.open(**_ENCODING) as handle:
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
                 continue
@@ -672,15 +714,21 @@ def _load_pma(path: Path) -> list[Recording]:
 
 def _pma_yardstick(path: Path) -> dict[str, Any]:
     """What the paper's memory agent did: memory steps and the agent steps after
-    which it injected a reminder (memory step i precedes agent step i+1)."""
+    which it injected a reminder (memory step i precedes agent step i+1). A fault
+    in it is named by this file and line, not by the agent log being replayed."""
     steps = 0
     injected: list[int] = []
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
+    with path.open(**_ENCODING) as handle:
+        for line_no, line in enumerate(handle, 1):
             if not line.strip():
                 continue
-            row = json.loads(line)
+            row = _json_line(path, line_no, line)
             steps += 1
+            if not isinstance(row, dict):
+                raise RecordingFormatError(f"{path}:{line_no}: not a pma memory step")
             if row.get("injected_reminder"):
-                injected.append(int(row.get("step", steps)))
+                try:
+                    injected.append(int(row.get("step", steps)))
+                except (TypeError, ValueError) as exc:
+                    raise RecordingFormatError(f"{path}:{line_no}: bad step: {exc}") from exc
     return {"memory_steps": steps, "injected_after_steps": injected}

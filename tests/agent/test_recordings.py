@@ -6,6 +6,7 @@ Real runs are read from ``../shared/trajectories`` (never copied)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from clio_acp.agent.recordings import load_recordings, split_task, terminal_failed
 from tests.conftest import SHARED
@@ -322,3 +323,156 @@ def test_drop_echo_equals_its_definition_with_the_continuation_pattern(text):
         if not recordings._CONTINUATION.match(line) and line.strip() not in typed
     ]
     assert recordings._drop_echo(text, "cmd\n a ") == "\n".join(kept).strip()
+
+
+# -- regressions from real-world file variants (breaker, issue 18) ----------------------
+
+_ONE_OF_EACH = (
+    MINI / "sphinx-doc__sphinx-9711.traj.json",
+    TRAJ / "openhands-swebl-gpt5" / "output.jsonl",
+    PMA / "regex-log" / "baseline-sonnet" / "trajectory_agent.steps.jsonl",
+)
+
+
+def _variant(tmp_path, source, data: bytes):
+    """``data`` written where a copy of ``source`` would go (a pma log keeps its two
+    parent folders, which name the recording)."""
+    path = tmp_path / source.parent.parent.name / source.parent.name / source.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def _same_content(ours, theirs):
+    """The recordings equal but for the file they were read from."""
+    import dataclasses
+
+    assert [dataclasses.replace(r, path=Path(".")) for r in ours] == [
+        dataclasses.replace(r, path=Path(".")) for r in theirs
+    ]
+
+
+def test_a_byte_order_mark_and_crlf_line_ends_read_as_the_plain_file(tmp_path):
+    """Editors on Windows write a UTF-8 byte-order mark and CRLF line ends: every format
+    used to refuse a BOM as "unknown trajectory format (not JSON)"."""
+    for source in _ONE_OF_EACH:
+        data = source.read_bytes()
+        expected = load_recordings(source)
+        for variant in (b"\xef\xbb\xbf" + data, b"\xef\xbb\xbf" + data.replace(b"\n", b"\r\n")):
+            path = _variant(tmp_path, source, variant)
+            _same_content(load_recordings(path), expected)
+            fmt = expected[0].format
+            _same_content(load_recordings(path, fmt), expected)
+
+
+def _texts(recording):
+    """The recording's task, prompts and outputs, in order."""
+    return [recording.task] + [
+        text
+        for turn in recording.turns
+        for text in [turn.user_text, *(c.output for c in turn.calls)]
+    ]
+
+
+def _one_text_differs(got, expected, inserted):
+    """``got`` equals ``expected`` but for one text holding ``inserted`` once more."""
+    ours, theirs = _texts(got), _texts(expected)
+    assert len(ours) == len(theirs)
+    changed = [i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b]
+    assert len(changed) == 1
+    assert ours[changed[0]].replace(inserted, "", 1) == theirs[changed[0]]
+
+
+def _unique_marker(data, recording):
+    """The bytes of a line of some recorded output that occur once in the file."""
+    for call in recording.calls:
+        for line in call.output.split("\n"):
+            marker = json.dumps(line, ensure_ascii=False)[1:-1].encode("utf-8")
+            if len(line) >= 16 and data.count(marker) == 1:
+                return marker
+    raise AssertionError("no output line occurs once")
+
+
+def test_bytes_that_are_not_utf8_inside_an_output_read_as_replacement_characters(tmp_path):
+    """Raw program output can hold bytes that are not UTF-8; the file used to be refused
+    whole (for OpenHands: every instance in it). They read as U+FFFD; the rest of
+    the recording is unchanged."""
+    for source in _ONE_OF_EACH:
+        data = source.read_bytes()
+        (expected,) = load_recordings(source)
+        marker = _unique_marker(data, expected)
+        path = _variant(tmp_path, source, data.replace(marker, marker + b"\xff\xc3(", 1))
+        (got,) = load_recordings(path)
+        _one_text_differs(got, expected, "\ufffd\ufffd(")
+
+
+def test_a_lone_surrogate_escape_reads_as_a_replacement_character(tmp_path):
+    """ "\\ud800" alone is valid JSON but no text UTF-8 can encode: in an output it made
+    the memory hook fail on hashing it (its effects lost, a traceback logged)."""
+    for source in _ONE_OF_EACH:
+        data = source.read_bytes()
+        (expected,) = load_recordings(source)
+        marker = _unique_marker(data, expected)
+        path = _variant(tmp_path, source, data.replace(marker, marker + b"\\ud800", 1))
+        (got,) = load_recordings(path)
+        _one_text_differs(got, expected, "\ufffd")
+        for text in _texts(got):
+            text.encode("utf-8")
+
+
+def _well_formed_definition(value):
+    """Every lone surrogate in the strings and keys of ``value`` replaced by U+FFFD."""
+    if isinstance(value, str):
+        return re.sub("[\ud800-\udfff]", "\ufffd", value)
+    if isinstance(value, list):
+        return [_well_formed_definition(v) for v in value]
+    if isinstance(value, dict):
+        return {_well_formed_definition(k): _well_formed_definition(v) for k, v in value.items()}
+    return value
+
+
+_TEXT_WITH_SURROGATES = st.text(
+    st.sampled_from(["a", "\ud800", "\udfff", "\ud83d", "\ude00", "\U0001f600", "é", "\\"]),
+    max_size=6,
+)
+_JSON_WITH_SURROGATES = st.recursive(
+    st.none() | st.integers() | _TEXT_WITH_SURROGATES,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(_TEXT_WITH_SURROGATES, inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(_JSON_WITH_SURROGATES, st.booleans())
+def test_parse_replaces_lone_surrogates_as_the_definition_does(value, ascii_only):
+    """``_parse`` (json.loads, then a walk only when a surrogate escape occurs)
+    equals the recursive definition; a pair written as two escapes stays one
+    character."""
+    from clio_acp.agent.recordings import _parse
+
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    if not ascii_only and re.search("[\ud800-\udfff]", text):
+        return  # not writable as UTF-8 text: no file holds it unescaped
+    assert _parse(text) == _well_formed_definition(json.loads(text))
+    assert _parse('"\\ud83d\\ude00"') == "\U0001f600"
+
+
+def test_a_broken_pma_memory_log_is_named_by_its_own_file_and_line(tmp_path):
+    """The paper agent's sibling log used to fail with the agent log's name (and a
+    bare "'NoneType' object has no attribute 'get'")."""
+    import pytest
+
+    from clio_acp.agent.recordings import RecordingFormatError
+
+    source = PMA / "regex-log" / "memory-v3-opus" / "trajectory_agent.steps.jsonl"
+    agent = _variant(tmp_path, source, source.read_bytes())
+    memory = agent.parent / "trajectory_memory.steps.jsonl"
+    lines = (source.parent / memory.name).read_text(encoding="utf-8").splitlines()
+    for bad, message in (("{torn", ":3: not a JSON line"), ("null", ":3: not a pma memory step")):
+        memory.write_text("\n".join([*lines[:2], bad, *lines[2:]]) + "\n", encoding="utf-8")
+        with pytest.raises(RecordingFormatError, match=re.escape(str(memory)) + message):
+            load_recordings(agent)
+    memory.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (recording,) = load_recordings(agent)
+    assert recording.yardstick == load_recordings(source)[0].yardstick

@@ -93,3 +93,27 @@ def test_the_replay_clock_steps_one_millisecond_per_reading():
     assert [clock() - REPLAY_EPOCH for _ in range(3)] == [
         timedelta(milliseconds=n) for n in (1, 2, 3)
     ]
+
+
+async def test_a_lone_surrogate_in_a_recorded_output_leaves_every_hook_working(tmp_path, caplog):
+    """A "\\ud800" escape in an output used to make after_tool fail on hashing it (its
+    effects lost, "memory hook after_tool failed" logged); it replays as U+FFFD."""
+    import logging
+
+    from clio_acp.agent.replay import replay_file
+    from tests.conftest import SHARED
+
+    source = (
+        SHARED / "trajectories" / "mini-swe-agent-gemini3-swebv" / "django__django-16263.traj.json"
+    )
+    data = source.read_text(encoding="utf-8")
+    assert data.count("<output>") > 3
+    lone, replaced = tmp_path / "lone.traj.json", tmp_path / "replaced.traj.json"
+    lone.write_text(data.replace("<output>", "<output>\\ud800", 3), encoding="utf-8")
+    replaced.write_text(data.replace("<output>", "<output>\\ufffd", 3), encoding="utf-8")
+    with caplog.at_level(logging.ERROR):
+        (got,) = await replay_file(lone)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    (expected,) = await replay_file(replaced)
+    assert {**got.to_dict(), "file": ""} == {**expected.to_dict(), "file": ""}
+    assert got.summary["toolCalls"] > 10
