@@ -190,10 +190,14 @@ def _write_html(out: Path, items: list[tuple[Path, str, list[ReplayReport]]]) ->
     pairs = []
     for path, fmt, reports in items:
         try:
-            by_name = {r.name: r for r in load_recordings(path, fmt)}
+            recordings = load_recordings(path, fmt)
         except (OSError, RecordingFormatError):
-            by_name = {}
-        pairs += [(report, by_name.get(report.instance)) for report in reports]
+            recordings = []
+        # In file order, one report per recording: by name, every recording of an
+        # instance id that occurs twice in one file (a rerun) got the last one's timeline.
+        if [r.name for r in recordings] != [report.instance for report in reports]:
+            recordings = [None] * len(reports)  # the file changed since: effects only
+        pairs += list(zip(reports, recordings, strict=True))
     try:
         out.write_text(render_html(pairs), encoding="utf-8")
     except OSError as exc:

@@ -170,3 +170,20 @@ def test_jobs_over_more_files_than_are_kept_in_flight_keep_the_serial_order(run_
     assert serial.returncode == fanned.returncode == 0, serial.stderr + fanned.stderr
     assert fanned.stdout == serial.stdout
     assert len(serial.stdout.splitlines()) == len(files)
+
+
+def test_html_timeline_of_an_instance_id_that_occurs_twice_is_each_ones_own(invoke_cli, tmp_path):
+    """An output.jsonl can hold the same instance twice (a rerun appended). The page
+    paired recordings with reports by name, so both got the last run's timeline: here
+    the first run's 19 calls were missing from the page."""
+    source = (TRAJ / "openhands-swebl-gpt5" / "output.jsonl").read_text(encoding="utf-8")
+    record = json.loads(next(line for line in source.splitlines() if line.strip()))
+    rerun = {**record, "history": [e for e in record["history"] if e.get("source") != "agent"]}
+    path = tmp_path / "output.jsonl"
+    path.write_text(json.dumps(record) + "\n" + json.dumps(rerun) + "\n", encoding="utf-8")
+    out = tmp_path / "report.html"
+    result = invoke_cli("replay", "--json", "--html", str(out), str(path))
+    assert result.returncode == 0, result.stderr
+    calls = [json.loads(line)["summary"]["toolCalls"] for line in result.stdout.splitlines()]
+    assert calls == [19, 0]
+    assert out.read_text(encoding="utf-8").count("<details><summary>output (") == 19
