@@ -3,7 +3,8 @@
 Owns reading the three published formats described in
 ``../shared/trajectories/README.md`` — mini-swe-agent ``*.traj.json``, OpenHands
 ``output.jsonl`` and the pma-tb2 ``trajectory_agent.steps.jsonl`` — into
-``Recording`` objects: user prompts and agent turns, each turn a batch of tool calls
+``Recording`` objects (mini-swe-agent 1.x and 2.x: fenced bash blocks, or the commands
+of ``extra.actions`` with tool messages answering them): user prompts and agent turns, each turn a batch of tool calls
 with the recorded output and exit code (or a failure read from terminal text when
 the format has none). Unknown formats raise ``RecordingFormatError`` with a message
 naming what was expected. This module only reads files; it knows nothing about
@@ -238,6 +239,8 @@ def _detect(path: Path) -> tuple[RecordingFormat, Any]:
             data = _read_document(path)
             if isinstance(data, dict) and isinstance(data.get("messages"), list):
                 return "mini-swe-agent", data
+            if _message_list(data):  # early mini-swe-agent: the bare message list
+                return "mini-swe-agent", data
         else:
             first = _first_json_line(path)
             if isinstance(first, dict) and isinstance(first.get("history"), list):
@@ -254,6 +257,15 @@ def _detect(path: Path) -> tuple[RecordingFormat, Any]:
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise RecordingFormatError(f"{path}: {_UNKNOWN} (not JSON: {exc})") from exc
     raise RecordingFormatError(f"{path}: {_UNKNOWN}")
+
+
+def _message_list(data: Any) -> bool:
+    """``data`` is a non-empty list of chat messages (objects with a ``role``)."""
+    return (
+        isinstance(data, list)
+        and bool(data)
+        and all(isinstance(m, dict) and "role" in m for m in data)
+    )
 
 
 _UNKNOWN = (
@@ -315,8 +327,10 @@ def iter_recordings(
 
 # -- mini-swe-agent ----------------------------------------------------------------------
 
-# mini-swe-agent's own action regex: exactly one ```bash block is an action.
-_MINI_ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
+# mini-swe-agent's own action regexes: exactly one ```bash block is an action (1.x);
+# 2.x text-based runs fence it as ```mswea_bash_command, or tag it (its XML config).
+_MINI_ACTION = re.compile(r"```(?:bash|mswea_bash_command)\s*\n(.*?)\n```", re.DOTALL)
+_MINI_XML_ACTION = re.compile(r"<mswea_bash_command>(.*?)</mswea_bash_command>", re.DOTALL)
 _MINI_RC = re.compile(r"^\s*<returncode>(-?\d+)</returncode>")
 _MINI_TIMEOUT = re.compile(r"^\s*The last command <command>(.*?)</command> timed out", re.DOTALL)
 
@@ -350,10 +364,71 @@ def _mini_output(observation: str) -> str:
     return f"{head}\n[{elided}]\n{tail}" if elided else head + tail
 
 
+def _text_of(content: Any) -> str:
+    """A message's content as text: a string as is; a list of parts (the chat APIs'
+    multi-part content, e.g. ``[{"type": "text", "text": …}]``) as its texts joined;
+    anything else as its JSON."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(part, dict) for part in content):
+        return "\n\n".join(str(p["text"]) for p in content if p.get("text") is not None)
+    return json.dumps(content)
+
+
+def _mini_actions(message: dict[str, Any]) -> list[str]:
+    """The commands of a mini-swe-agent 2 message (``extra.actions``: one per tool
+    call, or the one parsed from the text), else [] (1.x: read from the text)."""
+    extra = message.get("extra")
+    actions = extra.get("actions") if isinstance(extra, dict) else None
+    if not isinstance(actions, list):
+        return []
+    return [str(a["command"]) for a in actions if isinstance(a, dict) and "command" in a]
+
+
+def _mini_call(index: int, command: str, observation: Any) -> RecordedCall | None:
+    """The call of ``command`` given the message that answered it, or None when no
+    observation holds an exit code (a format error, the final submission). 2.x
+    observations also carry ``extra.returncode`` and ``extra.raw_output``, used when
+    the text has no ``<returncode>`` (e.g. an ``<exception>`` leads it)."""
+    if not isinstance(observation, dict) or observation.get("role") not in ("user", "tool"):
+        return None
+    text = _text_of(observation.get("content", ""))
+    rc, timeout = _MINI_RC.match(text), _MINI_TIMEOUT.match(text)
+    extra = observation.get("extra")
+    extra = extra if isinstance(extra, dict) else {}
+    returncode = extra.get("returncode")
+    if rc:
+        exit_code, output = int(rc.group(1)), _mini_output(text)
+    elif timeout:
+        exit_code, output = None, (_between(text, "output") or "").strip()
+    elif isinstance(returncode, int) and not isinstance(returncode, bool):
+        exit_code, output = returncode, str(extra.get("raw_output") or "")
+        if exit_code == -1 and "timed out" in str(extra.get("exception_info") or ""):
+            exit_code, timeout = None, True
+    else:
+        return None
+    if timeout:
+        output = "command timed out and was killed\n" + output
+    return RecordedCall(
+        index=index,
+        tool_name="bash",
+        args={"command": command},
+        output=output,
+        exit_code=exit_code,
+        is_error=exit_code != 0,
+        kind="execute",
+        timed_out=bool(timeout),
+    )
+
+
 def _load_mini(path: Path, document: Any = None) -> list[Recording]:
     """The one recording of a mini-swe-agent file (``document``: the file already
-    parsed by format detection)."""
+    parsed by format detection). 1.x: one fenced bash block per assistant message,
+    the next message its observation; 2.x: the commands in ``extra.actions`` (tool
+    calls or text), answered by as many following observation messages."""
     data = _read_document(path) if document is None else document
+    if isinstance(data, list):  # early versions saved the bare message list
+        data = {"messages": data}
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise RecordingFormatError(f"{path}: not a mini-swe-agent trajectory (no messages list)")
     messages = data["messages"]
@@ -362,40 +437,28 @@ def _load_mini(path: Path, document: Any = None) -> list[Recording]:
     index = 0
     pending_user = ""
     for i, message in enumerate(messages):
-        role, content = message.get("role"), message.get("content")
-        if not isinstance(content, str):
-            content = json.dumps(content)
+        role, content = message.get("role"), _text_of(message.get("content"))
         if role == "user" and not recording.turns and i <= 1:
             recording.task, recording.task_constraints = split_task(recording.format, content)
             pending_user = task_prompt(recording.task, recording.task_constraints)
             continue
         if role != "assistant":
             continue
-        nxt = messages[i + 1].get("content", "") if i + 1 < len(messages) else ""
-        nxt = nxt if isinstance(nxt, str) else json.dumps(nxt)
-        actions = _MINI_ACTION.findall(content)
-        rc = _MINI_RC.match(nxt)
-        timeout = _MINI_TIMEOUT.match(nxt)
         turn = RecordedTurn(user_text=pending_user)
         pending_user = ""
-        if len(actions) == 1 and (rc or timeout):
+        commands = _mini_actions(message)
+        if not commands:
+            actions = _MINI_ACTION.findall(content) or [
+                a.strip() for a in _MINI_XML_ACTION.findall(content)
+            ]
+            commands = actions if len(actions) == 1 else []
+        for k, command in enumerate(commands, 1):
+            observation = messages[i + k] if i + k < len(messages) else None
+            call = _mini_call(index + 1, command, observation)
+            if call is None:
+                break
             index += 1
-            exit_code = int(rc.group(1)) if rc else None
-            output = _mini_output(nxt) if rc else (_between(nxt, "output") or "").strip()
-            if timeout:
-                output = "command timed out and was killed\n" + output
-            turn.calls.append(
-                RecordedCall(
-                    index=index,
-                    tool_name="bash",
-                    args={"command": actions[0]},
-                    output=output,
-                    exit_code=exit_code,
-                    is_error=exit_code != 0,
-                    kind="execute",
-                    timed_out=bool(timeout),
-                )
-            )
+            turn.calls.append(call)
         recording.turns.append(turn)
     return [recording]
 

@@ -476,3 +476,148 @@ def test_a_broken_pma_memory_log_is_named_by_its_own_file_and_line(tmp_path):
     memory.write_text("\n".join(lines) + "\n", encoding="utf-8")
     (recording,) = load_recordings(agent)
     assert recording.yardstick == load_recordings(source)[0].yardstick
+
+
+# -- mini-swe-agent 2.x trajectories (breaker, issue 18) --------------------------------
+
+
+def _as_mini_2(data, *, exception_every=0):
+    """A 1.x trajectory rewritten as mini-swe-agent 2.x saves a tool-calling run: each
+    command in the assistant's ``extra.actions`` and ``tool_calls`` (no fenced block),
+    its observation a ``tool`` message with ``extra.returncode`` / ``raw_output``; the
+    system and task prompts as one-part content lists. Every ``exception_every``-th
+    observation text starts with an ``<exception>`` block, as 2.x writes one."""
+    from clio_acp.agent.recordings import _MINI_ACTION, _MINI_RC, _mini_output
+
+    messages = [dict(m) for m in data["messages"]]
+    calls = 0
+    for i, message in enumerate(messages[:-1]):
+        observation = messages[i + 1]
+        actions = _MINI_ACTION.findall(message["content"]) if message["role"] == "assistant" else []
+        rc = _MINI_RC.match(observation["content"])
+        if len(actions) != 1 or not rc:
+            continue
+        calls += 1
+        call_id = f"call_{calls}"
+        message["content"] = None
+        message["tool_calls"] = [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "bash", "arguments": json.dumps({"command": actions[0]})},
+            }
+        ]
+        message["extra"] = {"actions": [{"command": actions[0], "tool_call_id": call_id}]}
+        observation["role"], observation["tool_call_id"] = "tool", call_id
+        observation["extra"] = {
+            "raw_output": _mini_output(observation["content"]),
+            "returncode": int(rc.group(1)),
+        }
+        if exception_every and calls % exception_every == 0:
+            observation["content"] = "<exception>x</exception>\n" + observation["content"]
+    for m in messages[:2]:
+        m["content"] = [{"type": "text", "text": m["content"]}]
+    return {**data, "messages": messages, "info": {"trajectory_format": "mini-swe-agent-1.1"}}
+
+
+def _call_shapes(recording):
+    return [(c.args, c.output, c.exit_code, c.is_error, c.timed_out) for c in recording.calls]
+
+
+def test_a_mini_swe_agent_2_tool_calling_run_reads_as_its_1x_twin(tmp_path):
+    """2.x saves each command in ``extra.actions`` (tool calls; no fenced block in the
+    text) and answers it with a ``tool`` message: such a run used to replay as
+    0 tool calls, without an error."""
+    for name in ("sphinx-doc__sphinx-9711", "django__django-16263"):
+        source = MINI / f"{name}.traj.json"
+        (expected,) = load_recordings(source)
+        data = json.loads(source.read_text(encoding="utf-8"))
+        for every in (0, 3):
+            path = tmp_path / f"{name}-{every}.traj.json"
+            path.write_text(json.dumps(_as_mini_2(data, exception_every=every)), encoding="utf-8")
+            (got,) = load_recordings(path)
+            assert len(got.calls) == len(expected.calls) > 10
+            assert _call_shapes(got) == _call_shapes(expected)
+            assert got.task == expected.task and got.task_constraints == expected.task_constraints
+            assert got.turns[0].user_text == expected.turns[0].user_text
+
+
+def test_mini_swe_agent_2_parallel_calls_and_a_timeout(tmp_path):
+    """Several tool calls in one response are one turn of several calls, each answered
+    by its own message in order; a 2.x timeout is return code -1 with "timed out" in
+    ``exception_info``."""
+    answer = {
+        "role": "assistant",
+        "content": "",
+        "extra": {
+            "actions": [
+                {"command": "ls", "tool_call_id": "a"},
+                {"command": "sleep 99", "tool_call_id": "b"},
+            ]
+        },
+    }
+    path = tmp_path / "parallel.traj.json"
+    path.write_text(json.dumps({"messages": [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "List the files."},
+        answer,
+        {"role": "tool", "content": "<returncode>0</returncode>\n<output>\na.py\n</output>",
+         "extra": {"returncode": 0, "raw_output": "a.py\n"}},
+        {"role": "tool", "content": "<exception>timeout</exception>\n<returncode>-1</returncode>",
+         "extra": {"returncode": -1, "raw_output": "", "exception_info":
+                   "An error occurred while executing the command: Command 'sleep 99' timed out"}},
+        {"role": "exit", "content": "", "extra": {"exit_status": "Submitted"}},
+    ]}), encoding="utf-8")  # fmt: skip
+    (recording,) = load_recordings(path)
+    assert [len(t.calls) for t in recording.turns] == [2]
+    ls, sleep = recording.calls
+    assert (ls.index, ls.args, ls.output, ls.exit_code, ls.is_error) == (
+        1, {"command": "ls"}, "a.py", 0, False
+    )  # fmt: skip
+    assert (sleep.index, sleep.exit_code, sleep.is_error, sleep.timed_out) == (2, None, True, True)
+    assert sleep.output.startswith("command timed out and was killed")
+
+
+def test_an_early_mini_swe_agent_bare_message_list_reads_as_a_trajectory(tmp_path):
+    """Early mini-swe-agent saved the message list alone (``[{role, content}, …]``);
+    it was "unknown trajectory format"."""
+    from clio_acp.agent.recordings import detect_format
+
+    source = MINI / "astropy__astropy-12907.traj.json"
+    (expected,) = load_recordings(source)
+    path = tmp_path / "astropy__astropy-12907.traj.json"
+    path.write_text(json.dumps(json.loads(source.read_text())["messages"]), encoding="utf-8")
+    assert detect_format(path) == "mini-swe-agent"
+    (got,) = load_recordings(path)
+    assert got.name == "astropy__astropy-12907"
+    assert _call_shapes(got) == _call_shapes(expected) and len(got.calls) == 19
+
+
+def test_mini_swe_agent_2_text_actions_fenced_or_tagged_read_as_bash_blocks(tmp_path):
+    """2.x text-based runs fence the command as ```mswea_bash_command (or tag it
+    <mswea_bash_command>, its XML config); those runs replayed as 0 tool calls."""
+    from clio_acp.agent.recordings import _MINI_ACTION
+
+    source = MINI / "django__django-16263.traj.json"
+    (expected,) = load_recordings(source)
+    data = json.loads(source.read_text(encoding="utf-8"))
+    fenced, tagged = json.loads(json.dumps(data)), json.loads(json.dumps(data))
+    for message, other in zip(fenced["messages"], tagged["messages"], strict=True):
+        if message["role"] == "assistant":
+            text = message["content"]
+            message["content"] = text.replace("```bash", "```mswea_bash_command")
+            other["content"] = _MINI_ACTION.sub(
+                lambda m: f"<mswea_bash_command>\n{m.group(1)}\n</mswea_bash_command>", text
+            )
+    for variant, name in ((fenced, "fenced"), (tagged, "tagged")):
+        path = tmp_path / f"{name}.traj.json"
+        path.write_text(json.dumps(variant), encoding="utf-8")
+        (got,) = load_recordings(path)
+        assert len(got.calls) == len(expected.calls) > 10
+        if name == "fenced":
+            assert _call_shapes(got) == _call_shapes(expected)
+        else:  # 2.x strips a tagged command
+            assert [c.args["command"] for c in got.calls] == [
+                c.args["command"].strip() for c in expected.calls
+            ]
+            assert [c.output for c in got.calls] == [c.output for c in expected.calls]
