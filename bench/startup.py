@@ -86,6 +86,7 @@ async def lsp_initialize_ms(home: Path, command: list[str]) -> float:
         types.PROGRESS,
         types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS,
         types.WINDOW_WORK_DONE_PROGRESS_CREATE,
+        "clio/status",
     ):
         client.feature(method)(lambda params: None)
     client.feature(types.WORKSPACE_CONFIGURATION)(lambda params: [None for _ in params.items])
