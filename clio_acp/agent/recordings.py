@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -516,33 +516,61 @@ def _iter_openhands(
 
 def _openhands_recording(path: Path, line_no: int, line: str, parsed: Any = None) -> Recording:
     """The recording of one OpenHands instance line (``parsed``: the line's JSON
-    value when it was already read)."""
+    value when it was already read). Its ``history`` is a list of events, or (early
+    OpenHands) of ``[action, observation]`` pairs; SDK (V1) events, told by their
+    ``kind``, are read by ``_oh_sdk_turns``."""
     obj = _json_line(path, line_no, line) if parsed is None else parsed
     if not isinstance(obj, dict) or not isinstance(obj.get("history"), list):
         raise RecordingFormatError(f"{path}:{line_no}: not an OpenHands record (no history)")
     name = str(obj.get("instance_id") or f"{path.stem}:{line_no}")
     recording = Recording(path, "openhands", name)
+    history: list[dict[str, Any]] = []
+    paired: dict[int, dict[str, Any]] = {}
+    for item in obj["history"]:
+        pair = item if isinstance(item, list) else [item]
+        events = [e for e in pair if isinstance(e, dict)]
+        if len(pair) == 2 and len(events) == 2 and events[1].get("observation"):
+            paired[id(events[0])] = events[1]  # a pair answers its own action
+        history += events
+    if any(isinstance(e.get("kind"), str) for e in history):
+        _oh_sdk_turns(recording, history)
+        return recording
     observations = {
-        e.get("cause"): e
-        for e in obj["history"]
-        if isinstance(e, dict) and e.get("observation") and e.get("cause") is not None
+        e.get("cause"): e for e in history if e.get("observation") and e.get("cause") is not None
     }
+    _oh_turns(
+        recording, history, lambda event: paired.get(id(event)) or observations.get(event.get("id"))
+    )
+    return recording
+
+
+def _oh_user_prompt(recording: Recording, text: str) -> str:
+    """The prompt of a user message; the first one is the task (§13.4)."""
+    if recording.task:
+        return text
+    task, scope = split_task("openhands", text)
+    recording.task, recording.task_constraints = task, scope
+    return task_prompt(task, scope)
+
+
+def _oh_turns(
+    recording: Recording,
+    history: list[dict[str, Any]],
+    answer: Callable[[dict[str, Any]], dict[str, Any] | None],
+) -> None:
+    """The turns of event-stream (V0) history: each agent action with the
+    observation that ``answer`` finds for it (its ``cause``, or its pair)."""
     index = 0
     pending_user = ""
-    for event in obj["history"]:
-        if not isinstance(event, dict):
-            continue
+    for event in history:
         action = event.get("action")
         if event.get("source") == "user" and action == "message":
-            pending_user = str((event.get("args") or {}).get("content") or "")
-            if not recording.task:
-                task, scope = split_task("openhands", pending_user)
-                recording.task, recording.task_constraints = task, scope
-                pending_user = task_prompt(task, scope)
+            text = str((event.get("args") or {}).get("content") or "")
+            pending_user = _oh_user_prompt(recording, text)
             continue
         if event.get("source") != "agent" or action not in _OH_KINDS:
             continue
-        observation = observations.get(event.get("id"))
+        observation = answer(event)
         if observation is None:
             continue
         index += 1
@@ -553,33 +581,95 @@ def _openhands_recording(path: Path, line_no: int, line: str, parsed: Any = None
             raw = event.get("args") or {}
             args = {k: v for k, v in raw.items() if k not in {"thought", "hidden"}}
         content = str(observation.get("content") or "")
-        exit_code = None
-        meta_obs = (observation.get("extras") or {}).get("metadata") or {}
-        if isinstance(meta_obs.get("exit_code"), int):
-            exit_code = meta_obs["exit_code"]
-        timed_out = exit_code == -1
-        if action == "run":
-            is_error = exit_code != 0
-            if timed_out:
-                exit_code = None
-        else:
-            is_error = observation.get("observation") == "error" or content.startswith("ERROR:")
-        turn = RecordedTurn(user_text=pending_user)
+        extras = observation.get("extras") or {}
+        exit_code = (extras.get("metadata") or {}).get("exit_code")
+        if not isinstance(exit_code, int):  # before CmdOutputMetadata: extras.exit_code
+            exit_code = extras.get("exit_code") if isinstance(extras, dict) else None
+        exit_code = exit_code if isinstance(exit_code, int) else None
+        error = observation.get("observation") == "error" or content.startswith("ERROR:")
+        call = _oh_call(index, tool_name, args, content, exit_code, _OH_KINDS[action], error)
+        recording.turns.append(RecordedTurn(user_text=pending_user, calls=[call]))
         pending_user = ""
-        turn.calls.append(
-            RecordedCall(
-                index=index,
-                tool_name=tool_name,
-                args=args,
-                output=content,
-                exit_code=exit_code,
-                is_error=is_error,
-                kind=_OH_KINDS[action],
-                timed_out=timed_out,
-            )
-        )
-        recording.turns.append(turn)
-    return recording
+
+
+# OpenHands SDK (V1) action kinds -> tool kind; a file editor's "view" is a read.
+_SDK_KINDS = {
+    "TerminalAction": "execute",
+    "ExecuteBashAction": "execute",
+    "BashAction": "execute",
+    "FileEditorAction": "edit",
+    "StrReplaceEditorAction": "edit",
+    "BrowserUseAction": "fetch",
+}
+_SDK_ANSWERS = ("ObservationEvent", "AgentErrorEvent", "UserRejectObservation")
+
+
+def _oh_sdk_turns(recording: Recording, history: list[dict[str, Any]]) -> None:
+    """The turns of OpenHands SDK (V1) history, events told by ``kind``: a user
+    ``MessageEvent``, an ``ActionEvent`` answered by the observation (or error,
+    rejection) naming its ``action_id`` or ``tool_call_id``."""
+    answers: dict[Any, dict[str, Any]] = {}
+    for e in history:
+        if e.get("kind") in _SDK_ANSWERS:
+            for key in (e.get("action_id"), e.get("tool_call_id")):
+                if isinstance(key, str):
+                    answers.setdefault(key, e)
+    index, pending_user = 0, ""
+    for event in history:
+        kind = event.get("kind")
+        if kind == "MessageEvent" and event.get("source") == "user":
+            message = event.get("llm_message") or {}
+            pending_user = _oh_user_prompt(recording, _text_of(message.get("content") or ""))
+            continue
+        action = event.get("action")
+        if kind != "ActionEvent" or not isinstance(action, dict):
+            continue
+        answer = answers.get(event.get("id")) or answers.get(event.get("tool_call_id"))
+        if answer is None:
+            continue
+        index += 1
+        tool_kind = _SDK_KINDS.get(str(action.get("kind")), "other")
+        if tool_kind == "edit" and action.get("command") == "view":
+            tool_kind = "read"
+        args = {k: v for k, v in action.items() if k != "kind" and v is not None}
+        observation = answer.get("observation")
+        observation = observation if isinstance(observation, dict) else {}
+        output = _text_of(observation.get("content") or answer.get("error") or "")
+        exit_code = observation.get("exit_code")
+        if not isinstance(exit_code, int):
+            exit_code = (observation.get("metadata") or {}).get("exit_code")
+        exit_code = exit_code if isinstance(exit_code, int) else None
+        if observation.get("timeout") is True and tool_kind == "execute":
+            exit_code = -1
+        error = answer.get("kind") != "ObservationEvent" or observation.get("is_error") is True
+        tool_name = str(event.get("tool_name") or action.get("kind"))
+        call = _oh_call(index, tool_name, args, output, exit_code, tool_kind, error)
+        recording.turns.append(RecordedTurn(user_text=pending_user, calls=[call]))
+        pending_user = ""
+
+
+def _oh_call(
+    index: int,
+    tool_name: str,
+    args: dict[str, Any],
+    output: str,
+    exit_code: int | None,
+    kind: str,
+    error: bool,
+) -> RecordedCall:
+    """A call: a command fails by its exit code (-1: timed out), another tool by
+    ``error``."""
+    timed_out = exit_code == -1
+    return RecordedCall(
+        index=index,
+        tool_name=tool_name,
+        args=args,
+        output=output,
+        exit_code=None if timed_out and kind == "execute" else exit_code,
+        is_error=exit_code != 0 if kind == "execute" else error,
+        kind=kind,
+        timed_out=timed_out,
+    )
 
 
 # -- pma-tb2 (terminal keystrokes, no exit codes) ---------------------------------------

@@ -621,3 +621,102 @@ def test_mini_swe_agent_2_text_actions_fenced_or_tagged_read_as_bash_blocks(tmp_
                 c.args["command"].strip() for c in expected.calls
             ]
             assert [c.output for c in got.calls] == [c.output for c in expected.calls]
+
+
+# -- OpenHands history shapes of other versions (breaker, issue 18) ---------------------
+
+OPENHANDS = TRAJ / "openhands-swebl-gpt5" / "output.jsonl"
+
+
+def _oh_record():
+    return json.loads(next(line for line in OPENHANDS.read_text().splitlines() if line.strip()))
+
+
+def _oh_shapes(recording):
+    return [(c.output, c.exit_code, c.is_error, c.timed_out, c.kind) for c in recording.calls]
+
+
+def _write_instance(tmp_path, record, name="output.jsonl"):
+    path = tmp_path / name
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    return path
+
+
+def test_early_openhands_pairs_without_causes_or_metadata_read_as_the_event_stream(tmp_path):
+    """Early OpenHands wrote ``history`` as ``[action, observation]`` pairs (no
+    ``cause``) with the exit code in ``extras.exit_code`` (no ``metadata``): such a run
+    replayed as 0 tool calls."""
+    record = _oh_record()
+    (expected,) = load_recordings(OPENHANDS)
+    events, pairs = record["history"], []
+    answers = {e["cause"]: e for e in events if e.get("observation")}
+    for event in events:
+        if event.get("observation"):
+            continue
+        answer = dict(answers.get(event.get("id"), {"observation": "null", "content": ""}))
+        answer.pop("cause", None)
+        extras = dict(answer.get("extras") or {})
+        if "metadata" in extras:
+            extras["exit_code"] = extras.pop("metadata")["exit_code"]
+        answer["extras"] = extras
+        pairs.append([event, answer])
+    (got,) = load_recordings(_write_instance(tmp_path, {**record, "history": pairs}))
+    assert len(got.calls) == len(expected.calls) == 19
+    assert _oh_shapes(got) == _oh_shapes(expected)
+    assert [c.args for c in got.calls] == [c.args for c in expected.calls]
+    assert got.task == expected.task
+
+
+def _as_sdk_events(record):
+    """The shared V0 run as the OpenHands SDK (V1) writes its history: ``kind``-tagged
+    MessageEvent / ActionEvent / ObservationEvent, the action's arguments in
+    ``action``, the observation's text as content parts and its exit code."""
+    from clio_acp.agent.recordings import _oh_arguments
+
+    answers = {e["cause"]: e for e in record["history"] if e.get("observation")}
+    history = [{"kind": "SystemPromptEvent", "source": "agent", "system_prompt": {"text": "x"}}]
+    for event in record["history"]:
+        if event.get("source") == "user" and event.get("action") == "message":
+            text = event["args"]["content"]
+            history.append({"kind": "MessageEvent", "source": "user", "llm_message": {
+                "role": "user", "content": [{"type": "text", "text": text}]}})  # fmt: skip
+            continue
+        answer = answers.get(event.get("id"))
+        if answer is None:
+            continue
+        kind = {"run": "TerminalAction", "read": "FileEditorAction", "edit": "FileEditorAction"}
+        args = _oh_arguments(event)
+        if event["action"] == "read":
+            args = {**args, "command": "view"}
+        call_id = f"call-{event['id']}"
+        tool = event["tool_call_metadata"]["function_name"]
+        history.append({"kind": "ActionEvent", "id": f"a{event['id']}", "source": "agent",
+                        "tool_name": tool, "tool_call_id": call_id,
+                        "action": {"kind": kind[event["action"]], **args}})  # fmt: skip
+        content = answer.get("content") or ""
+        exit_code = ((answer.get("extras") or {}).get("metadata") or {}).get("exit_code")
+        observation = {"kind": "TerminalObservation" if event["action"] == "run" else "Obs",
+                       "content": [{"type": "text", "text": content}],
+                       "is_error": answer["observation"] == "error" or content.startswith("ERROR:")}  # fmt: skip
+        if exit_code is not None:
+            observation["exit_code"] = exit_code
+        history.append({"kind": "ObservationEvent", "id": f"o{event['id']}",
+                        "source": "environment", "tool_name": tool, "tool_call_id": call_id,
+                        "action_id": f"a{event['id']}", "observation": observation})  # fmt: skip
+    return {**record, "history": history}
+
+
+def test_an_openhands_sdk_v1_run_reads_as_its_v0_twin(tmp_path):
+    """OpenHands' SDK (V1, its benchmarks' output.jsonl) tags events with ``kind``
+    (ActionEvent, ObservationEvent, MessageEvent): such a run replayed as 0 tool calls,
+    without an error. Same outputs, exit codes, failures and kinds as the V0 run."""
+    record = _oh_record()
+    (expected,) = load_recordings(OPENHANDS)
+    (got,) = load_recordings(_write_instance(tmp_path, _as_sdk_events(record)))
+    assert len(got.calls) == len(expected.calls) == 19
+    assert _oh_shapes(got) == _oh_shapes(expected)
+    assert [c.args for c in got.calls] == [
+        {**c.args, "command": "view"} if c.kind == "read" else c.args for c in expected.calls
+    ]
+    assert got.task == expected.task and got.task_constraints == expected.task_constraints
+    assert got.turns[0].user_text == expected.turns[0].user_text
