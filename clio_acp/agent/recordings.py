@@ -306,6 +306,12 @@ def iter_recordings(
     are read and parsed as the caller asks for them, so a caller that replays each and
     lets it go holds one instance, not the whole file. Raises what ``load_recordings``
     raises, once iteration reaches the fault (the recordings before it were yielded)."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        # A pipe (<(zcat run.jsonl.gz)) or FIFO: it is opened more than once (format
+        # detection, then each --jobs share), and a FIFO without a writer blocks open.
+        raise RecordingFormatError(
+            f"{path}: not a regular file (a pipe or device); save it to a file and replay that"
+        )
     document = None
     if fmt == "auto":
         fmt, document = _detect(path)

@@ -263,8 +263,8 @@ def _many_instances(path: Path, fmt: str) -> bool:
     its first line holding a ``history``): such a file is shared out over the
     ``--jobs`` workers instead of going to one. Only a cost decision: a file shared
     out by mistake gives the same reports (``load_recordings`` ``part``)."""
-    if fmt not in ("auto", "openhands") or path.suffix == ".json":
-        return False
+    if fmt not in ("auto", "openhands") or path.suffix == ".json" or not path.is_file():
+        return False  # not a pipe either: peeking would consume it (or block on a FIFO)
     try:
         with path.open(encoding="utf-8", errors="replace") as handle:
             first = next((line for line in handle if line.strip()), "")

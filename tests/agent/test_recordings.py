@@ -720,3 +720,42 @@ def test_an_openhands_sdk_v1_run_reads_as_its_v0_twin(tmp_path):
     ]
     assert got.task == expected.task and got.task_constraints == expected.task_constraints
     assert got.turns[0].user_text == expected.turns[0].user_text
+
+
+def _unblock_later(fifo, seconds=5.0):
+    """Every ``seconds``, open ``fifo`` for writing and close it, so that a reader
+    blocked on opening it gets an empty stream instead of waiting for ever (no
+    reader: nothing happens). Returns the event that stops it."""
+    import os
+    import threading
+
+    stop = threading.Event()
+
+    def write_nothing():
+        while not stop.wait(seconds):
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass  # no reader waiting (or the folder is gone)
+
+    threading.Thread(target=write_nothing, daemon=True).start()
+    return stop
+
+
+def test_a_pipe_is_refused_by_name_without_being_opened(tmp_path):
+    """A pipe (``<(zcat output.jsonl.gz)``) was read twice (detection, then loading):
+    the second read started mid-stream ("no OpenHands records", a torn line). A FIFO
+    with no writer blocked the open for ever; it is refused before any open."""
+    import os
+
+    import pytest
+
+    from clio_acp.agent.recordings import RecordingFormatError
+
+    fifo = tmp_path / "output.jsonl"
+    os.mkfifo(fifo)
+    unblock = _unblock_later(fifo)  # a regression fails instead of hanging
+    for fmt in ("auto", "openhands", "mini-swe-agent", "pma"):
+        with pytest.raises(RecordingFormatError, match="not a regular file"):
+            load_recordings(fifo, fmt)
+    unblock.set()

@@ -187,3 +187,23 @@ def test_html_timeline_of_an_instance_id_that_occurs_twice_is_each_ones_own(invo
     calls = [json.loads(line)["summary"]["toolCalls"] for line in result.stdout.splitlines()]
     assert calls == [19, 0]
     assert out.read_text(encoding="utf-8").count("<details><summary>output (") == 19
+
+
+def test_a_fifo_among_the_files_is_one_error_line_serial_and_with_jobs(invoke_cli, tmp_path):
+    """``--jobs`` peeked at a FIFO's first line to decide on sharing it out: with no
+    writer, the open blocked for ever."""
+    import os
+
+    from clio_acp.cli.replay_cmd import _many_instances
+    from tests.agent.test_recordings import _unblock_later
+
+    fifo = tmp_path / "output.jsonl"
+    os.mkfifo(fifo)
+    unblock = _unblock_later(fifo)  # a regression fails instead of hanging
+    assert not _many_instances(fifo, "auto")  # returns: nothing opened
+    mini = TRAJ / "mini-swe-agent-gemini3-swebv" / "astropy__astropy-12907.traj.json"
+    result = invoke_cli("replay", str(fifo), str(mini))
+    assert result.returncode == 1
+    assert f"{fifo}: not a regular file" in result.stderr
+    assert "TOTAL: 1 files, 19 tool calls" in result.stdout
+    unblock.set()
