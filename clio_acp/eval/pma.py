@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clio_acp.agent.recordings import Recording, load_recordings
+from clio_acp.agent.recordings import Recording, RecordingFormatError, load_recordings
 from clio_acp.agent.replay import ReplayReport, replay_recording
 from clio_acp.settings import MemorySettings
 
@@ -127,14 +127,19 @@ def _agent_step_numbers(path: Path) -> list[int]:
     """The ``step`` of every non-user row, in file order (one replay turn each,
     matching ``clio_acp.agent.recordings`` pma loading)."""
     steps = []
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
+    # Read as the loader reads it (a byte-order mark dropped, stray bytes as U+FFFD),
+    # so a file it replayed is not refused here with a traceback.
+    with path.open(encoding="utf-8-sig", errors="replace") as handle:
+        for line_no, line in enumerate(handle, 1):
             if not line.strip():
                 continue
-            row = json.loads(line)
-            if row.get("role") == "user":
-                continue
-            steps.append(int(row.get("step", len(steps) + 1)))
+            try:
+                row = json.loads(line)
+                if row.get("role") == "user":
+                    continue
+                steps.append(int(row.get("step", len(steps) + 1)))
+            except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+                raise RecordingFormatError(f"{path}:{line_no}: bad agent step: {exc}") from exc
     return steps
 
 

@@ -136,3 +136,30 @@ def test_compare_pma_text_report_and_errors(invoke_cli, tmp_path):
     assert empty.returncode == 1 and "trajectory_memory.steps.jsonl" in empty.stderr
     nothing = invoke_cli("replay")
     assert nothing.returncode == 2 and "--compare-pma" in nothing.stderr
+
+
+def test_compare_pma_reads_a_bom_log_and_names_a_bad_step_without_traceback(invoke_cli, tmp_path):
+    """The agent-step reader of --compare-pma read strict UTF-8: a log the loader
+    replayed (byte-order mark) ended in a JSONDecodeError traceback, and so did a
+    step that is not a number (ValueError)."""
+    run = REGEX_LOG.parent
+    plain = tmp_path / "plain" / "regex-log" / run.name
+    marked = tmp_path / "marked" / "regex-log" / run.name
+    bad = tmp_path / "bad" / "regex-log" / run.name
+    for folder in (plain, marked, bad):
+        folder.mkdir(parents=True)
+        memory = (run / "trajectory_memory.steps.jsonl").read_bytes()
+        (folder / "trajectory_memory.steps.jsonl").write_bytes(memory)
+    data = REGEX_LOG.read_bytes()
+    (plain / REGEX_LOG.name).write_bytes(data)
+    (marked / REGEX_LOG.name).write_bytes(b"\xef\xbb\xbf" + data)
+    rows = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+    rows[3]["step"] = "four"
+    (bad / REGEX_LOG.name).write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    expected = invoke_cli("replay", "--compare-pma", str(plain.parent.parent), "--json")
+    got = invoke_cli("replay", "--compare-pma", str(marked.parent.parent), "--json")
+    assert expected.returncode == got.returncode == 0, got.stderr
+    assert got.stdout == expected.stdout
+    failed = invoke_cli("replay", "--compare-pma", str(bad.parent.parent))
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr
+    assert f"{bad / REGEX_LOG.name}:4: bad agent step" in failed.stderr
