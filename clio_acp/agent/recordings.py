@@ -396,9 +396,14 @@ def _mini_call(index: int, command: str, observation: Any) -> RecordedCall | Non
     observation holds an exit code (a format error, the final submission). 2.x
     observations also carry ``extra.returncode`` and ``extra.raw_output``, used when
     the text has no ``<returncode>`` (e.g. an ``<exception>`` leads it)."""
-    if not isinstance(observation, dict) or observation.get("role") not in ("user", "tool"):
+    if not isinstance(observation, dict):
         return None
-    text = _text_of(observation.get("content", ""))
+    if observation.get("type") == "function_call_output":  # the Responses API's answer
+        text = _text_of(observation.get("output", ""))
+    elif observation.get("role") in ("user", "tool"):
+        text = _text_of(observation.get("content", ""))
+    else:
+        return None
     rc, timeout = _MINI_RC.match(text), _MINI_TIMEOUT.match(text)
     extra = observation.get("extra")
     extra = extra if isinstance(extra, dict) else {}
@@ -448,11 +453,11 @@ def _load_mini(path: Path, document: Any = None) -> list[Recording]:
             recording.task, recording.task_constraints = split_task(recording.format, content)
             pending_user = task_prompt(recording.task, recording.task_constraints)
             continue
-        if role != "assistant":
+        commands = _mini_actions(message)  # a Responses API message has no role
+        if role != "assistant" and not commands:
             continue
         turn = RecordedTurn(user_text=pending_user)
         pending_user = ""
-        commands = _mini_actions(message)
         if not commands:
             actions = _MINI_ACTION.findall(content) or [
                 a.strip() for a in _MINI_XML_ACTION.findall(content)

@@ -481,6 +481,28 @@ def test_a_broken_pma_memory_log_is_named_by_its_own_file_and_line(tmp_path):
 # -- mini-swe-agent 2.x trajectories (breaker, issue 18) --------------------------------
 
 
+def _as_responses_api(data):
+    """A 2.x tool-calling run as its Responses API models save it: the assistant
+    message is the response object (no role; ``output`` items, ``extra.actions``),
+    each answer a ``function_call_output`` item (no role; its text in ``output``)."""
+    messages = []
+    for message in data["messages"]:
+        message = dict(message)
+        if message.get("tool_calls"):
+            calls = message.pop("tool_calls")
+            del message["role"], message["content"]
+            message["object"] = "response"
+            message["output"] = [
+                {"type": "function_call", "call_id": c["id"], "name": "bash",
+                 "arguments": c["function"]["arguments"]} for c in calls
+            ]  # fmt: skip
+        elif message.get("role") == "tool":
+            message = {"type": "function_call_output", "call_id": message.pop("tool_call_id"),
+                       "output": message["content"], "extra": message["extra"]}  # fmt: skip
+        messages.append(message)
+    return {**data, "messages": messages}
+
+
 def _as_mini_2(data, *, exception_every=0):
     """A 1.x trajectory rewritten as mini-swe-agent 2.x saves a tool-calling run: each
     command in the assistant's ``extra.actions`` and ``tool_calls`` (no fenced block),
@@ -532,9 +554,11 @@ def test_a_mini_swe_agent_2_tool_calling_run_reads_as_its_1x_twin(tmp_path):
         source = MINI / f"{name}.traj.json"
         (expected,) = load_recordings(source)
         data = json.loads(source.read_text(encoding="utf-8"))
-        for every in (0, 3):
-            path = tmp_path / f"{name}-{every}.traj.json"
-            path.write_text(json.dumps(_as_mini_2(data, exception_every=every)), encoding="utf-8")
+        for every, responses in ((0, False), (3, False), (0, True)):
+            twin = _as_mini_2(data, exception_every=every)
+            twin = _as_responses_api(twin) if responses else twin
+            path = tmp_path / f"{name}-{every}-{responses}.traj.json"
+            path.write_text(json.dumps(twin), encoding="utf-8")
             (got,) = load_recordings(path)
             assert len(got.calls) == len(expected.calls) > 10
             assert _call_shapes(got) == _call_shapes(expected)
