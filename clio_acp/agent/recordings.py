@@ -2,13 +2,17 @@
 
 Owns reading the three published formats described in
 ``../shared/trajectories/README.md`` — mini-swe-agent ``*.traj.json``, OpenHands
-``output.jsonl`` and the pma-tb2 ``trajectory_agent.steps.jsonl`` — into
-``Recording`` objects (mini-swe-agent 1.x and 2.x: fenced bash blocks, or the commands
-of ``extra.actions`` with tool messages answering them): user prompts and agent turns, each turn a batch of tool calls
+``output.jsonl`` and the pma-tb2 ``trajectory_agent.steps.jsonl`` — and the other
+versions of the first two (mini-swe-agent 2.x: commands in ``extra.actions``, answered
+by tool or Responses API messages; early bare message lists; OpenHands
+``[action, observation]`` pairs and the SDK's ``kind``-tagged events) into
+``Recording`` objects: user prompts and agent turns, each turn a batch of tool calls
 with the recorded output and exit code (or a failure read from terminal text when
-the format has none). Unknown formats raise ``RecordingFormatError`` with a message
-naming what was expected. This module only reads files; it knows nothing about
-memory (``clio_acp.agent.replay`` feeds recordings into the middleware).
+the format has none). Files are read as their tools wrote them: a byte-order mark,
+bytes that are not UTF-8 and lone surrogate escapes do not refuse a file. Unknown
+formats raise ``RecordingFormatError`` with a message naming what was expected. This
+module only reads files; it knows nothing about memory (``clio_acp.agent.replay``
+feeds recordings into the middleware).
 """
 
 from __future__ import annotations
