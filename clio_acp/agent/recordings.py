@@ -524,7 +524,15 @@ def _iter_openhands(
                 continue
             parsed = first if ordinal == 0 and first is not None else None
             found = True
-            yield _openhands_recording(path, line_no, line, parsed)
+            try:
+                recording = _openhands_recording(path, line_no, line, parsed)
+            except RecordingFormatError:
+                raise
+            except _LOAD_ERRORS as exc:  # a value of the wrong type: name its line
+                raise RecordingFormatError(
+                    f"{path}:{line_no}: not a valid OpenHands record: {exc}"
+                ) from exc
+            yield recording
     if not found and part is None:
         raise RecordingFormatError(f"{path}: no OpenHands records")
 
@@ -844,40 +852,51 @@ def _load_pma(path: Path) -> list[Recording]:
                     recording.task, _scope = split_task("pma", pending_user)
                     pending_user = recording.task
                 continue
-            calls = [c for c in row.get("tool_calls") or [] if isinstance(c, dict)]
-            screen = _SCREEN_HEADER.sub(
-                "", "\n".join(str(o) for o in row.get("observations") or [])
-            )
-            keystrokes = [
-                str((c.get("args") or {}).get("keystrokes") or "")
-                for c in calls
-                if str(c.get("name", "")).startswith("bash_command")
-            ]
-            outputs = iter(_split_screen(screen, keystrokes))
-            turn = RecordedTurn(user_text=pending_user)
+            try:
+                turn = _pma_turn(row, index, pending_user)
+            except _LOAD_ERRORS as exc:  # a value of the wrong type: name its line
+                raise RecordingFormatError(
+                    f"{path}:{line_no}: not a pma agent step: {exc}"
+                ) from exc
             pending_user = ""
-            for call in calls:
-                name = str(call.get("name", "")).split(" ", 1)[0]
-                args = dict(call.get("args") or {})
-                index += 1
-                output = next(outputs, "") if name == "bash_command" else ""
-                failed = terminal_failed(output, str(args.get("keystrokes") or ""))
-                turn.calls.append(
-                    RecordedCall(
-                        index=index,
-                        tool_name=name,
-                        args=args,
-                        output=output,
-                        exit_code=None if failed else 0,
-                        is_error=failed,
-                        kind="execute" if name == "bash_command" else "other",
-                    )
-                )
+            index += len(turn.calls)
             recording.turns.append(turn)
     memory_log = path.parent / "trajectory_memory.steps.jsonl"
     if memory_log.is_file():
         recording.yardstick = _pma_yardstick(memory_log)
     return [recording]
+
+
+def _pma_turn(row: dict[str, Any], index: int, user_text: str) -> RecordedTurn:
+    """The turn of one agent step: its keystroke batches, numbered after ``index``,
+    each with its share of the screen."""
+    calls = [c for c in row.get("tool_calls") or [] if isinstance(c, dict)]
+    screen = _SCREEN_HEADER.sub("", "\n".join(str(o) for o in row.get("observations") or []))
+    keystrokes = [
+        str((c.get("args") or {}).get("keystrokes") or "")
+        for c in calls
+        if str(c.get("name", "")).startswith("bash_command")
+    ]
+    outputs = iter(_split_screen(screen, keystrokes))
+    turn = RecordedTurn(user_text=user_text)
+    for call in calls:
+        name = str(call.get("name", "")).split(" ", 1)[0]
+        args = dict(call.get("args") or {})
+        index += 1
+        output = next(outputs, "") if name == "bash_command" else ""
+        failed = terminal_failed(output, str(args.get("keystrokes") or ""))
+        turn.calls.append(
+            RecordedCall(
+                index=index,
+                tool_name=name,
+                args=args,
+                output=output,
+                exit_code=None if failed else 0,
+                is_error=failed,
+                kind="execute" if name == "bash_command" else "other",
+            )
+        )
+    return turn
 
 
 def _pma_yardstick(path: Path) -> dict[str, Any]:

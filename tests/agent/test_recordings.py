@@ -783,3 +783,29 @@ def test_a_pipe_is_refused_by_name_without_being_opened(tmp_path):
         with pytest.raises(RecordingFormatError, match="not a regular file"):
             load_recordings(fifo, fmt)
     unblock.set()
+
+
+def test_a_value_of_the_wrong_type_in_a_jsonl_row_is_named_by_its_line(tmp_path):
+    """A pma step whose ``observations`` is a number, or an OpenHands instance whose
+    run ``args`` is a string, failed as "not a valid … trajectory: 'int' object is not
+    iterable" without saying which of the file's lines it was."""
+    import pytest
+
+    from clio_acp.agent.recordings import RecordingFormatError
+
+    source = PMA / "regex-log" / "baseline-sonnet" / "trajectory_agent.steps.jsonl"
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()]
+    rows[4]["observations"] = 5
+    pma = _variant(tmp_path, source, "".join(json.dumps(r) + "\n" for r in rows).encode())
+    with pytest.raises(RecordingFormatError, match=re.escape(f"{pma}:5: not a pma agent step")):
+        load_recordings(pma)
+    record = _oh_record()
+    broken = json.loads(json.dumps(record))
+    run = next(e for e in broken["history"] if e.get("action") == "run")
+    run["args"], run["tool_call_metadata"] = "ls", None
+    path = tmp_path / "output.jsonl"
+    path.write_text(json.dumps(record) + "\n\n" + json.dumps(broken) + "\n", encoding="utf-8")
+    with pytest.raises(
+        RecordingFormatError, match=r"output\.jsonl:3: not a valid OpenHands record"
+    ):
+        load_recordings(path)
