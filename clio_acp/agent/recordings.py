@@ -191,7 +191,7 @@ def _parse(text: str) -> Any:
     """``json.loads(text)`` with every lone surrogate in its strings and keys replaced
     by U+FFFD: UTF-8 cannot encode one, so hashing an output, printing the report or
     the bank would fail on it. Only text with a surrogate escape is walked."""
-    value = json.loads(text)
+    value = json.loads(text, strict=False)  # raw control characters (NUL, ESC) in strings
     if _SURROGATE_ESCAPE.search(text) is None:
         return value
     if isinstance(value, str):

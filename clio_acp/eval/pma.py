@@ -134,7 +134,7 @@ def _agent_step_numbers(path: Path) -> list[int]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = json.loads(line, strict=False)
                 if row.get("role") == "user":
                     continue
                 steps.append(int(row.get("step", len(steps) + 1)))

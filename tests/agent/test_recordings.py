@@ -809,3 +809,18 @@ def test_a_value_of_the_wrong_type_in_a_jsonl_row_is_named_by_its_line(tmp_path)
         RecordingFormatError, match=r"output\.jsonl:3: not a valid OpenHands record"
     ):
         load_recordings(path)
+
+
+def test_raw_control_characters_inside_strings_read_as_their_escapes(tmp_path):
+    """A writer that does not escape control characters leaves raw NUL or ESC bytes
+    (terminal colours) inside output strings: strict JSON refused the whole file
+    ("Invalid control character"). They read as the escaped characters would."""
+    for source in _ONE_OF_EACH:
+        data = source.read_bytes()
+        (expected,) = load_recordings(source)
+        marker = _unique_marker(data, expected)
+        raw = _variant(tmp_path / "raw", source, data.replace(marker, marker + b"\x00\x1b[31m", 1))
+        escaped = data.replace(marker, marker + b"\\u0000\\u001b[31m", 1)
+        _same_content(load_recordings(raw), load_recordings(_variant(tmp_path, source, escaped)))
+        (got,) = load_recordings(raw)
+        _one_text_differs(got, expected, "\x00\x1b[31m")
