@@ -17,12 +17,14 @@ feeds recordings into the middleware).
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from clio_acp.memory.bank import well_formed_text
 from clio_acp.memory.calls import ascii_fold
@@ -211,16 +213,42 @@ def _parse(text: str) -> Any:
     return value
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_ERRORS = (EOFError, zlib.error)  # a cut or corrupt stream (BadGzipFile is an OSError)
+
+
+def _gzipped(path: Path) -> bool:
+    """``path`` starts with the gzip magic (``output.jsonl.gz`` as published)."""
+    with path.open("rb") as handle:
+        return handle.read(2) == _GZIP_MAGIC
+
+
+def _open_text(path: Path) -> IO[str]:
+    """``path`` opened for reading text (``_ENCODING``), through gzip when it is
+    compressed."""
+    if _gzipped(path):
+        return gzip.open(path, "rt", **_ENCODING)
+    return path.open(**_ENCODING)
+
+
+def _plain_name(path: Path) -> str:
+    """The file name without a ``.gz`` suffix: what the format is told by."""
+    return path.name.removesuffix(".gz")
+
+
 def _read_document(path: Path) -> Any:
     """The whole file parsed as one JSON document (``_parse``)."""
-    return _parse(path.read_bytes().decode(**_ENCODING))
+    data = path.read_bytes()
+    if data.startswith(_GZIP_MAGIC):
+        data = gzip.decompress(data)
+    return _parse(data.decode(**_ENCODING))
 
 
 # -- detection ---------------------------------------------------------------------------
 
 
 def _first_json_line(path: Path) -> Any:
-    with path.open(**_ENCODING) as handle:
+    with _open_text(path) as handle:
         for line in handle:
             if line.strip():
                 return _parse(line)
@@ -239,7 +267,7 @@ def _detect(path: Path) -> tuple[RecordingFormat, Any]:
     of parsing it a second time: a ``.json`` file's document, an OpenHands file's
     first instance; else None."""
     try:
-        if path.suffix == ".json" or path.name.endswith(".traj.json"):
+        if _plain_name(path).endswith(".json"):
             data = _read_document(path)
             if isinstance(data, dict) and isinstance(data.get("messages"), list):
                 return "mini-swe-agent", data
@@ -258,7 +286,9 @@ def _detect(path: Path) -> tuple[RecordingFormat, Any]:
                 return "pma", None
     except OSError as exc:
         raise RecordingFormatError(f"{path}: cannot read: {exc}") from exc
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except _GZIP_ERRORS as exc:
+        raise RecordingFormatError(f"{path}: cannot read: gzip: {exc}") from exc
+    except (ValueError, RecursionError) as exc:
         raise RecordingFormatError(f"{path}: {_UNKNOWN} (not JSON: {exc})") from exc
     raise RecordingFormatError(f"{path}: {_UNKNOWN}")
 
@@ -300,6 +330,7 @@ _LOAD_ERRORS = (
     TypeError,
     AttributeError,  # e.g. a null where a message object belongs
     RecursionError,  # deeply nested JSON
+    *_GZIP_ERRORS,
 )
 
 
@@ -447,7 +478,7 @@ def _load_mini(path: Path, document: Any = None) -> list[Recording]:
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise RecordingFormatError(f"{path}: not a mini-swe-agent trajectory (no messages list)")
     messages = data["messages"]
-    name = str(data.get("instance_id") or path.name.removesuffix(".traj.json"))
+    name = str(data.get("instance_id") or _plain_name(path).removesuffix(".traj.json"))
     recording = Recording(path, "mini-swe-agent", name)
     index = 0
     pending_user = ""
@@ -514,7 +545,7 @@ def _iter_openhands(
     others are not parsed), for ``--jobs`` workers sharing one file. ``first``: the
     first instance line already parsed (by format detection), or None."""
     found = False
-    with path.open(**_ENCODING) as handle:
+    with _open_text(path) as handle:
         ordinal = -1
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
@@ -839,7 +870,7 @@ def _load_pma(path: Path) -> list[Recording]:
     recording = Recording(path, "pma", path.parent.parent.name + "/" + path.parent.name)
     index = 0
     pending_user = ""
-    with path.open(**_ENCODING) as handle:
+    with _open_text(path) as handle:
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
                 continue
@@ -905,7 +936,7 @@ def _pma_yardstick(path: Path) -> dict[str, Any]:
     in it is named by this file and line, not by the agent log being replayed."""
     steps = 0
     injected: list[int] = []
-    with path.open(**_ENCODING) as handle:
+    with _open_text(path) as handle:
         for line_no, line in enumerate(handle, 1):
             if not line.strip():
                 continue

@@ -824,3 +824,25 @@ def test_raw_control_characters_inside_strings_read_as_their_escapes(tmp_path):
         _same_content(load_recordings(raw), load_recordings(_variant(tmp_path, source, escaped)))
         (got,) = load_recordings(raw)
         _one_text_differs(got, expected, "\x00\x1b[31m")
+
+
+def test_gzipped_recordings_read_as_the_plain_files(tmp_path):
+    """Runs are often published compressed (``output.jsonl.gz``); a gzip file was
+    "unknown trajectory format (not JSON)". A cut or corrupt stream is a read error
+    naming the file."""
+    import gzip
+
+    import pytest
+
+    from clio_acp.agent.recordings import RecordingFormatError
+
+    for source in _ONE_OF_EACH:
+        data = gzip.compress(source.read_bytes())
+        path = _variant(tmp_path, source, data)
+        path = path.rename(path.with_name(path.name + ".gz"))
+        _same_content(load_recordings(path), load_recordings(source))
+        _same_content(load_recordings(path, part=(0, 2)), load_recordings(source, part=(0, 2)))
+        cut = path.with_name("cut-" + path.name)
+        cut.write_bytes(data[: len(data) // 2])
+        with pytest.raises(RecordingFormatError, match=re.escape(str(cut)) + ".*gzip|Compressed"):
+            load_recordings(cut)

@@ -207,3 +207,26 @@ def test_a_fifo_among_the_files_is_one_error_line_serial_and_with_jobs(invoke_cl
     assert f"{fifo}: not a regular file" in result.stderr
     assert "TOTAL: 1 files, 19 tool calls" in result.stdout
     unblock.set()
+
+
+def test_jobs_over_gzipped_files_give_the_serial_report(run_cli, tmp_path):
+    import gzip
+
+    plain = _many_instances_file(tmp_path, count=3)
+    packed = tmp_path / "output.jsonl.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    mini = TRAJ / "mini-swe-agent-gemini3-swebv" / "astropy__astropy-12907.traj.json"
+    mini_gz = tmp_path / mini.name
+    mini_gz = mini_gz.with_name(mini.name + ".gz")
+    mini_gz.write_bytes(gzip.compress(mini.read_bytes()))
+    expected = run_cli("replay", "--json", str(plain), str(mini), timeout=300)
+    serial = run_cli("replay", "--json", str(packed), str(mini_gz), timeout=300)
+    fanned = run_cli("replay", "--json", "--jobs", "2", str(packed), str(mini_gz), timeout=300)
+    assert expected.returncode == serial.returncode == fanned.returncode == 0, serial.stderr
+    assert fanned.stdout == serial.stdout
+    files = {str(plain): str(packed), str(mini): str(mini_gz)}
+    reports = [json.loads(line) for line in expected.stdout.splitlines()]
+    assert [{**r, "file": files[r["file"]]} for r in reports] == [
+        json.loads(line) for line in serial.stdout.splitlines()
+    ]
+    assert len(reports) == 4
