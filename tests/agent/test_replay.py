@@ -117,3 +117,36 @@ async def test_a_lone_surrogate_in_a_recorded_output_leaves_every_hook_working(t
     (expected,) = await replay_file(replaced)
     assert {**got.to_dict(), "file": ""} == {**expected.to_dict(), "file": ""}
     assert got.summary["toolCalls"] > 10
+
+
+async def test_other_versions_of_a_run_replay_to_the_same_report(tmp_path):
+    """A mini-swe-agent 2.x twin (tool calls; Responses API) and an OpenHands SDK twin
+    of shared runs give the report of the run itself, compactions included: the
+    adapters hand the middleware the same calls."""
+    import json
+
+    from clio_acp.agent.replay import replay_file
+    from tests.agent.test_recordings import (
+        MINI,
+        OPENHANDS,
+        _as_mini_2,
+        _as_responses_api,
+        _as_sdk_events,
+        _oh_record,
+    )
+
+    source = MINI / "django__django-16263.traj.json"
+    data = json.loads(source.read_text(encoding="utf-8"))
+    twins = {
+        source: [_as_mini_2(data, exception_every=3), _as_responses_api(_as_mini_2(data))],
+        OPENHANDS: [_as_sdk_events(_oh_record())],
+    }
+    for original, shapes in twins.items():
+        (expected,) = await replay_file(original, compact_every=5)
+        for n, shape in enumerate(shapes):
+            path = tmp_path / f"{n}-{original.name}"
+            text = json.dumps(shape) + ("\n" if original.suffix == ".jsonl" else "")
+            path.write_text(text, encoding="utf-8")
+            (got,) = await replay_file(path, compact_every=5)
+            assert {**got.to_dict(), "file": ""} == {**expected.to_dict(), "file": ""}
+        assert expected.tool_calls > 10 and expected.reminders
