@@ -867,7 +867,9 @@ def _split_screen(screen: str, commands: list[str]) -> list[str]:
 
 
 def _load_pma(path: Path) -> list[Recording]:
-    recording = Recording(path, "pma", path.parent.parent.name + "/" + path.parent.name)
+    run = path.absolute().parent  # "task/run" however the path was typed (a relative
+    # "trajectory_agent.steps.jsonl" named its run "/")
+    recording = Recording(path, "pma", run.parent.name + "/" + run.name)
     index = 0
     pending_user = ""
     with _open_text(path) as handle:

@@ -846,3 +846,19 @@ def test_gzipped_recordings_read_as_the_plain_files(tmp_path):
         cut.write_bytes(data[: len(data) // 2])
         with pytest.raises(RecordingFormatError, match=re.escape(str(cut)) + ".*gzip|Compressed"):
             load_recordings(cut)
+
+
+def test_a_pma_run_is_named_task_slash_run_however_its_path_is_typed(monkeypatch):
+    """From inside the run's folder, ``trajectory_agent.steps.jsonl`` was named "/"
+    (and "/baseline-sonnet" from the task folder): the name keys --score labels."""
+    from pathlib import Path
+
+    run = PMA / "regex-log" / "baseline-sonnet"
+    for folder, typed in (
+        (run, "trajectory_agent.steps.jsonl"),
+        (run.parent, "baseline-sonnet/trajectory_agent.steps.jsonl"),
+        (PMA, "regex-log/baseline-sonnet/trajectory_agent.steps.jsonl"),
+    ):
+        monkeypatch.chdir(folder)
+        (recording,) = load_recordings(Path(typed))
+        assert recording.name == "regex-log/baseline-sonnet", typed
