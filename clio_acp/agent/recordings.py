@@ -576,7 +576,7 @@ def _openhands_recording(path: Path, line_no: int, line: str, parsed: Any = None
     obj = _json_line(path, line_no, line) if parsed is None else parsed
     if not isinstance(obj, dict) or not isinstance(obj.get("history"), list):
         raise RecordingFormatError(f"{path}:{line_no}: not an OpenHands record (no history)")
-    name = str(obj.get("instance_id") or f"{path.stem}:{line_no}")
+    name = str(obj.get("instance_id") or f"{Path(_plain_name(path)).stem}:{line_no}")
     recording = Recording(path, "openhands", name)
     history: list[dict[str, Any]] = []
     paired: dict[int, dict[str, Any]] = {}

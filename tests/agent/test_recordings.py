@@ -842,6 +842,10 @@ def test_gzipped_recordings_read_as_the_plain_files(tmp_path):
         path = path.rename(path.with_name(path.name + ".gz"))
         _same_content(load_recordings(path), load_recordings(source))
         _same_content(load_recordings(path, part=(0, 2)), load_recordings(source, part=(0, 2)))
+        if source == OPENHANDS:  # an instance without an id is named by the file's stem
+            record = {k: v for k, v in _oh_record().items() if k != "instance_id"}
+            path.write_bytes(gzip.compress((json.dumps(record) + "\n").encode()))
+            assert [r.name for r in load_recordings(path)] == ["output:1"]
         cut = path.with_name("cut-" + path.name)
         cut.write_bytes(data[: len(data) // 2])
         with pytest.raises(RecordingFormatError, match=re.escape(str(cut)) + ".*gzip|Compressed"):
