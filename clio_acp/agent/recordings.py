@@ -479,6 +479,7 @@ def _load_mini(path: Path, document: Any = None) -> list[Recording]:
         raise RecordingFormatError(f"{path}: not a mini-swe-agent trajectory (no messages list)")
     messages = data["messages"]
     name = str(data.get("instance_id") or _plain_name(path).removesuffix(".traj.json"))
+    name = well_formed_text(name)  # a file name that is not UTF-8: printed, hashed
     recording = Recording(path, "mini-swe-agent", name)
     index = 0
     pending_user = ""
@@ -576,7 +577,9 @@ def _openhands_recording(path: Path, line_no: int, line: str, parsed: Any = None
     obj = _json_line(path, line_no, line) if parsed is None else parsed
     if not isinstance(obj, dict) or not isinstance(obj.get("history"), list):
         raise RecordingFormatError(f"{path}:{line_no}: not an OpenHands record (no history)")
-    name = str(obj.get("instance_id") or f"{Path(_plain_name(path)).stem}:{line_no}")
+    name = well_formed_text(
+        str(obj.get("instance_id") or f"{Path(_plain_name(path)).stem}:{line_no}")
+    )
     recording = Recording(path, "openhands", name)
     history: list[dict[str, Any]] = []
     paired: dict[int, dict[str, Any]] = {}
@@ -869,7 +872,7 @@ def _split_screen(screen: str, commands: list[str]) -> list[str]:
 def _load_pma(path: Path) -> list[Recording]:
     run = path.absolute().parent  # "task/run" however the path was typed (a relative
     # "trajectory_agent.steps.jsonl" named its run "/")
-    recording = Recording(path, "pma", run.parent.name + "/" + run.name)
+    recording = Recording(path, "pma", well_formed_text(run.parent.name + "/" + run.name))
     index = 0
     pending_user = ""
     with _open_text(path) as handle:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from clio_acp.agent.recordings import RecordedCall, Recording, iter_recordings
-from clio_acp.memory.bank import TaskMemoryBank
+from clio_acp.memory.bank import TaskMemoryBank, well_formed_text
 from clio_acp.memory.middleware import (
     AnnotateToolResult,
     Effect,
@@ -255,7 +255,11 @@ async def replay_recording(
         session_id=recording.name,
         trace=MemoryTrace.from_env(),  # CLIO_ACP_MEMORY_TRACE, as in a live session
     )
-    report = ReplayReport(str(recording.path), recording.format, recording.name)
+    # A file name that is not UTF-8 is surrogate escapes here (os.fsdecode): the report
+    # is printed, so its bytes read as U+FFFD there (a strict stdout refused them).
+    report = ReplayReport(
+        well_formed_text(str(recording.path)), recording.format, well_formed_text(recording.name)
+    )
     report.yardstick = recording.yardstick
     done = 0
     stopped: set[tuple[tuple[str, ...], str]] = set()

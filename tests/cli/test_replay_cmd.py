@@ -230,3 +230,26 @@ def test_jobs_over_gzipped_files_give_the_serial_report(run_cli, tmp_path):
         json.loads(line) for line in serial.stdout.splitlines()
     ]
     assert len(reports) == 4
+
+
+def test_a_file_whose_name_is_not_utf8_is_reported_as_text_json_and_html(invoke_cli, tmp_path):
+    """A Latin-1 file name reaches Python as surrogate escapes (os.fsdecode): a strict
+    UTF-8 stdout (the usual locale; tests capture it so) refused the report and the
+    page write failed, both with a UnicodeEncodeError traceback. The name's bytes read
+    as U+FFFD."""
+    import os
+
+    mini = TRAJ / "mini-swe-agent-gemini3-swebv" / "astropy__astropy-12907.traj.json"
+    record = json.loads(mini.read_text(encoding="utf-8"))
+    del record["instance_id"]  # named by its file
+    path = tmp_path / os.fsdecode(b"caf\xe9.traj.json")
+    path.write_text(json.dumps(record), encoding="utf-8")
+    out = tmp_path / "report.html"
+    text = invoke_cli("replay", "--html", str(out), str(path))
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("caf\ufffd (mini-swe-agent): 19 tool calls")
+    assert "caf\ufffd" in out.read_text(encoding="utf-8")
+    (report,) = [
+        json.loads(line) for line in invoke_cli("replay", "--json", str(path)).stdout.splitlines()
+    ]
+    assert report["instance"] == "caf\ufffd" and report["file"].endswith("caf\ufffd.traj.json")
