@@ -253,47 +253,12 @@ def bank_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> B
 def delta_counts(before: dict[str, Any] | None, after: dict[str, Any] | None) -> tuple[int, ...]:
     """``bank_delta`` as nine counts: added, updated, deleted of status, knowledge and
     procedural, in that order."""
-    counts: list[int] = []
-    for kind in _DELTA_KINDS:
-        if before and after and before.get(kind) == after.get(kind):
-            counts += (0, 0, 0)  # the same entries, field for field: nothing written
-            continue
-        if kind != "status" and before and after:
-            aligned = _aligned_updates(before.get(kind), after.get(kind))
-            if aligned is not None:
-                counts += (0, aligned, 0)
-                continue
-        old, new = _entry_keys(before, kind), _entry_keys(after, kind)
-        if old == new:
-            counts += (0, 0, 0)
-            continue
-        common = new.keys() & old.keys()
-        counts += (
-            len(new) - len(common),
-            sum(1 for key in common if new[key] != old[key]),
-            len(old) - len(common),
-        )
-    return tuple(counts)
+    return view_delta_counts(_view_of(before), _view_of(after))
 
 
-def _aligned_updates(old: Any, new: Any) -> int | None:
-    """The entries updated between two lists of one class holding the same distinct
-    ids in the same order (a write that rewrote entries in place), else None: then
-    nothing was added or deleted, and an entry is updated when its (content,
-    createdAt) differ, as ``delta_counts`` defines it."""
-    if type(old) is not list or type(new) is not list or len(old) != len(new):
-        return None
-    ids = [e["id"] for e in old]
-    if ids != [e["id"] for e in new] or len(set(ids)) != len(ids):
-        return None
-    updated = 0
-    for a, b in zip(old, new, strict=True):
-        if a != b and (a.get("content"), a.get("createdAt")) != (
-            b.get("content"),
-            b.get("createdAt"),
-        ):
-            updated += 1
-    return updated
+def _view_of(snapshot: dict[str, Any] | None) -> dict[str, dict[str, tuple[Any, Any]]]:
+    """A snapshot as ``TaskMemoryBank.delta_view`` would read it."""
+    return {kind: _entry_keys(snapshot, kind) for kind in _DELTA_KINDS}
 
 
 def view_delta_counts(

@@ -16,6 +16,7 @@ from clio_acp.memory.bank import (
     normalize_content,
 )
 from clio_acp.memory.policy import PolicyInput, ScriptedAnswerClient, run_task_memory_policy
+from tests.support.bank_ops import apply_bank_ops, bank_ops
 
 
 class FakeClock:
@@ -403,15 +404,6 @@ def test_collapse_whitespace_by_split_matches_the_regex_over_every_code_point():
     assert re.fullmatch(r"\s", "\u3000") and collapse_whitespace(" \u3000x\x1c") == "x"
 
 
-_BANK_OPS = st.lists(
-    st.tuples(
-        st.sampled_from(["save", "update", "delete", "cite", "status", "restore"]),
-        st.integers(0, 5),
-    ),
-    max_size=10,
-)
-
-
 def _containers_and_leaves(value, containers, leaves):
     if isinstance(value, dict | list):
         containers.append(value)
@@ -421,7 +413,7 @@ def _containers_and_leaves(value, containers, leaves):
         leaves.append(value)
 
 
-@given(_BANK_OPS)
+@given(bank_ops())
 def test_a_snapshot_shares_nothing_with_the_bank_or_another_snapshot(ops):
     """``snapshot`` builds every dict and list afresh around immutable values, which is
     what the deep copy it used to make guaranteed: changing one snapshot changes
@@ -429,22 +421,7 @@ def test_a_snapshot_shares_nothing_with_the_bank_or_another_snapshot(ops):
     import copy
 
     bank = TaskMemoryBank(knowledge_cap=3, procedural_cap=3)
-    for op, n in ops:
-        ids = sorted(bank.ids())
-        if op == "save":
-            bank.save("knowledge" if n % 2 else "procedural", f"entry {n}", origin="rules")
-        elif op == "status":
-            bank.update_status(f"status {n}", origin="rules")
-        elif ids and op == "update":
-            entry = bank.get(ids[n % len(ids)])
-            if entry.kind != "status":
-                bank.save(entry.kind, f"changed {n}", entry.id, origin="rules")
-        elif ids and op == "delete":
-            bank.delete_entry(ids[n % len(ids)])
-        elif ids and op == "cite":
-            bank.record_injection([ids[n % len(ids)]])
-        elif op == "restore":
-            bank.restore(bank.snapshot())
+    apply_bank_ops(bank, ops)
     first, second = bank.snapshot(), bank.snapshot()
     assert first == second == copy.deepcopy(first)
     containers, leaves = [], []

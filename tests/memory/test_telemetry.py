@@ -499,9 +499,8 @@ def _counts_by_definition(before, after):
 @settings(max_examples=120)
 @given(_CLASS, _CLASS, _CLASS, _CLASS, st.one_of(st.none(), _ENTRY))
 def test_delta_counts_equal_the_definition_for_any_class_lists(k1, k2, p1, p2, status):
-    """Entries rewritten in place (same ids, same order) are counted without keying
-    them by id; duplicate ids, missing fields and moved entries take the keyed way.
-    Either way the counts are the §5 definition's."""
+    """Whatever the class lists hold (entries rewritten in place, duplicate ids,
+    missing fields, moved entries), the counts are the §5 definition's."""
     from clio_acp.memory.telemetry import delta_counts
 
     before = {"status": status, "knowledge": k1, "procedural": p1}

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from clio_acp.memory.middleware import activity
 from clio_acp.timestamps import format_timestamp, is_canonical_timestamp, parse_timestamp
+from tests.support.bank_ops import apply_bank_ops, bank_ops
 
 
 def test_row_time_is_the_current_millisecond_formatted_once_per_millisecond():
@@ -59,10 +60,7 @@ def _delta_by_definition(before, after):
     return result
 
 
-_OPS = st.lists(
-    st.tuples(st.sampled_from(["save", "update", "delete", "cite", "status"]), st.integers(0, 5)),
-    max_size=8,
-)
+_OPS = bank_ops(("save", "update", "delete", "cite", "status"), max_size=8)
 
 
 @settings(max_examples=40)
@@ -75,28 +73,12 @@ def test_bank_delta_equals_its_definition(first, second, full_snapshots):
 
     bank = TaskMemoryBank(knowledge_cap=3, procedural_cap=3)
 
-    def apply(ops):
-        for op, n in ops:
-            ids = sorted(bank.ids())
-            if op == "save":
-                bank.save("knowledge" if n % 2 else "procedural", f"entry {n}", origin="rules")
-            elif op == "status":
-                bank.update_status(f"status {n}", origin="rules")
-            elif ids and op == "update":
-                entry = bank.get(ids[n % len(ids)])
-                if entry.kind != "status":
-                    bank.save(entry.kind, f"changed {n}", entry.id, origin="rules")
-            elif ids and op == "delete":
-                bank.delete_entry(ids[n % len(ids)])
-            elif ids and op == "cite":
-                bank.record_injection([ids[n % len(ids)]])
-
     def counts(delta):
         return tuple(delta[k][c] for k in delta for c in ("added", "updated", "deleted"))
 
-    apply(first)
+    apply_bank_ops(bank, first)
     before, before_view = bank.snapshot(), bank.delta_view()
-    apply(second)
+    apply_bank_ops(bank, second)
     after, after_view = bank.snapshot(), bank.delta_view()
     expected = _delta_by_definition(before, after)
     assert bank_delta(before, after).model_dump() == expected
