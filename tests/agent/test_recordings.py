@@ -10,6 +10,7 @@ from pathlib import Path
 
 from clio_acp.agent.recordings import load_recordings, split_task, terminal_failed
 from tests.conftest import SHARED
+from tests.support.recordings import openhands_instances_file
 
 TRAJ = SHARED / "trajectories"
 MINI = TRAJ / "mini-swe-agent-gemini3-swebv"
@@ -163,21 +164,27 @@ def test_failure_shapes_searched_behind_their_texts_equal_the_whole_alternation(
     assert recordings._lower_ascii_failure(text) == expected
 
 
-def test_failure_shapes_agree_with_the_alternation_on_every_recorded_screen():
-    """Every pma-tb2 terminal output of the shared trajectories, as the loader sees it."""
+def _recorded_screens() -> list[str]:
+    """Every pma-tb2 terminal output of the shared trajectories, as the loader sees it
+    (warning lines dropped)."""
     from clio_acp.agent import recordings
 
-    screens = 0
-    for path in sorted((TRAJ / "pma-tb2").glob("*/*/trajectory_agent.steps.jsonl")):
-        for recording in load_recordings(path):
-            for call in recording.calls:
-                text = recordings._WARNING_LINE.sub("", call.output)
-                if not text.isascii():
-                    continue
-                screens += 1
-                expected = bool(recordings._TERMINAL_FAILURE_LOWER.search(text.lower()))
-                assert recordings._lower_ascii_failure(text.lower()) == expected
-    assert screens > 100
+    return [
+        recordings._WARNING_LINE.sub("", call.output)
+        for path in sorted((TRAJ / "pma-tb2").glob("*/*/trajectory_agent.steps.jsonl"))
+        for recording in load_recordings(path)
+        for call in recording.calls
+    ]
+
+
+def test_failure_shapes_agree_with_the_alternation_on_every_recorded_screen():
+    from clio_acp.agent import recordings
+
+    screens = [text.lower() for text in _recorded_screens() if text.isascii()]
+    assert len(screens) > 100
+    for text in screens:
+        expected = bool(recordings._TERMINAL_FAILURE_LOWER.search(text))
+        assert recordings._lower_ascii_failure(text) == expected
 
 
 _ANY_PIECES = st.one_of(
@@ -203,17 +210,11 @@ def test_failure_shapes_on_any_text_equal_the_ignorecase_alternation(text):
 def test_failure_shapes_on_recorded_screens_that_are_not_ascii():
     from clio_acp.agent import recordings
 
-    screens = 0
-    for path in sorted((TRAJ / "pma-tb2").glob("*/*/trajectory_agent.steps.jsonl")):
-        for recording in load_recordings(path):
-            for call in recording.calls:
-                text = recordings._WARNING_LINE.sub("", call.output)
-                if text.isascii():
-                    continue
-                screens += 1
-                expected = bool(recordings._TERMINAL_FAILURE.search(text))
-                assert recordings._failure_any_text(text) == expected
-    assert screens > 5
+    screens = [text for text in _recorded_screens() if not text.isascii()]
+    assert len(screens) > 5
+    for text in screens:
+        expected = bool(recordings._TERMINAL_FAILURE.search(text))
+        assert recordings._failure_any_text(text) == expected
 
 
 def test_openhands_first_instance_parsed_by_detection_gives_the_same_recordings():
@@ -224,22 +225,6 @@ def test_openhands_first_instance_parsed_by_detection_gives_the_same_recordings(
     assert detected and detected == load_recordings(path, "openhands")
     assert load_recordings(path, part=(0, 2)) == load_recordings(path, "openhands", part=(0, 2))
     assert load_recordings(path, part=(1, 2)) == load_recordings(path, "openhands", part=(1, 2))
-
-
-def _instances_file(tmp_path, count, bad_line=None):
-    """The shared OpenHands run as ``count`` instances, optionally a line that is not
-    JSON at 1-based ``bad_line``."""
-    source = (TRAJ / "openhands-swebl-gpt5" / "output.jsonl").read_text(encoding="utf-8")
-    record = json.loads(next(line for line in source.splitlines() if line.strip()))
-    lines = []
-    for n in range(count):
-        record["instance_id"] = f"instance-{n}"
-        lines.append(json.dumps(record))
-    if bad_line is not None:
-        lines.insert(bad_line - 1, "{not json")
-    path = tmp_path / "output.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def test_iter_recordings_reads_instances_as_asked_and_equals_load_recordings(tmp_path):
@@ -253,7 +238,7 @@ def test_iter_recordings_reads_instances_as_asked_and_equals_load_recordings(tmp
     for path in [*TRAJ.glob("*/*.traj.json"), *TRAJ.glob("*/output.jsonl")][:4]:
         for part in (None, (0, 2), (1, 2)):
             assert list(iter_recordings(path, part=part)) == load_recordings(path, part=part)
-    path = _instances_file(tmp_path, 3, bad_line=3)
+    path = openhands_instances_file(tmp_path, 3, bad_line=3)
     lazy = iter_recordings(path)
     assert [next(lazy).name, next(lazy).name] == ["instance-0", "instance-1"]
     with pytest.raises(RecordingFormatError, match=":3: not a JSON line"):
@@ -284,11 +269,11 @@ async def test_replay_file_replays_instances_one_by_one_and_drops_each(tmp_path,
 
     seen: list[weakref.ref] = []
     monkeypatch.setattr(replay_module, "replay_recording", watching)  # the real one, observed
-    reports = await replay_module.replay_file(_instances_file(tmp_path, 5))
+    reports = await replay_module.replay_file(openhands_instances_file(tmp_path, 5))
     assert [r.instance for r in reports] == [f"instance-{n}" for n in range(5)]
     assert max(alive) <= 1  # read two at a time; the earlier ones were gone
     with pytest.raises(RecordingFormatError, match=":4: not a JSON line"):
-        await replay_module.replay_file(_instances_file(tmp_path, 4, bad_line=4))
+        await replay_module.replay_file(openhands_instances_file(tmp_path, 4, bad_line=4))
 
 
 @given(

@@ -12,6 +12,7 @@ import json
 import re
 
 from tests.conftest import SHARED
+from tests.support.recordings import openhands_instances_file
 
 TRAJ = SHARED / "trajectories"
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -103,24 +104,8 @@ def test_jobs_report_is_byte_identical_to_serial_with_compactions(run_cli):
     assert len(lines) == 4 and lines[0] == lines[2] and lines[1] == lines[3]
 
 
-def _many_instances_file(tmp_path, count=5, bad_line=None):
-    """An OpenHands output.jsonl with ``count`` instances (the shared run renamed),
-    optionally with a line that is not JSON at 1-based ``bad_line``."""
-    source = (TRAJ / "openhands-swebl-gpt5" / "output.jsonl").read_text(encoding="utf-8")
-    record = json.loads(next(line for line in source.splitlines() if line.strip()))
-    lines = []
-    for n in range(count):
-        record["instance_id"] = f"instance-{n}"
-        lines.append(json.dumps(record))
-    if bad_line is not None:
-        lines.insert(bad_line - 1, "{not json")
-    path = tmp_path / "output.jsonl"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
 def test_jobs_share_one_file_of_many_instances_and_keep_its_order(run_cli, tmp_path):
-    path = _many_instances_file(tmp_path)
+    path = openhands_instances_file(tmp_path)
     serial = run_cli("replay", "--json", str(path), timeout=300)
     assert serial.returncode == 0, serial.stderr
     instances = [json.loads(line)["instance"] for line in serial.stdout.splitlines()]
@@ -132,7 +117,7 @@ def test_jobs_share_one_file_of_many_instances_and_keep_its_order(run_cli, tmp_p
 
 
 def test_a_bad_line_in_a_shared_file_is_reported_as_one_process_reports_it(run_cli, tmp_path):
-    path = _many_instances_file(tmp_path, bad_line=4)
+    path = openhands_instances_file(tmp_path, bad_line=4)
     serial = run_cli("replay", "--json", str(path), timeout=300)
     fanned = run_cli("replay", "--json", "--jobs", "2", str(path), timeout=300)
     assert serial.returncode == fanned.returncode == 1
@@ -145,7 +130,7 @@ def test_a_many_instance_file_is_split_into_interleaved_shares(tmp_path):
     from clio_acp.agent.recordings import load_recordings
     from clio_acp.cli.replay_cmd import _interleaved, _many_instances
 
-    path = _many_instances_file(tmp_path, count=5)
+    path = openhands_instances_file(tmp_path, count=5)
     assert _many_instances(path, "auto") and _many_instances(path, "openhands")
     assert not _many_instances(path, "pma")
     mini = TRAJ / "mini-swe-agent-gemini3-swebv" / "astropy__astropy-12907.traj.json"
@@ -212,7 +197,7 @@ def test_a_fifo_among_the_files_is_one_error_line_serial_and_with_jobs(invoke_cl
 def test_jobs_over_gzipped_files_give_the_serial_report(run_cli, tmp_path):
     import gzip
 
-    plain = _many_instances_file(tmp_path, count=3)
+    plain = openhands_instances_file(tmp_path, count=3)
     packed = tmp_path / "output.jsonl.gz"
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     mini = TRAJ / "mini-swe-agent-gemini3-swebv" / "astropy__astropy-12907.traj.json"
