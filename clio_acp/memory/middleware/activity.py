@@ -108,10 +108,7 @@ class ActivityLog:
         unique = list(dict.fromkeys(triggers))[:3] or ["manual"]
         counts = self._take_delta(tier)
         at = _row_time()
-        if latency_ms == 0.0:
-            latency = 0.0  # what the clamp below makes of 0, 0.0 and -0.0
-        else:
-            latency = max(0.0, round(latency_ms, 3)) if math.isfinite(latency_ms) else 0.0
+        latency = max(0.0, round(latency_ms, 3)) if math.isfinite(latency_ms) else 0.0
         pair = target_id and model_id
         fields = StepFields(
             at, tuple(unique), tier, counts, decision, reason, bank_operations,
@@ -130,7 +127,7 @@ class ActivityLog:
             "decision": decision,
             "reason": reason,
             "citedEntries": cited,
-            "bankWrites": 0 if counts is NO_WRITES else sum(counts),
+            "bankWrites": sum(counts),
             "latencyMs": latency,
         }
         self._s.activity.appendleft(event)
