@@ -776,31 +776,27 @@ _SHAPES_ANY_CASE = tuple(
 )
 
 
+def _shape_found(text: str, haystack: str, shapes: tuple[tuple[Any, re.Pattern[str]], ...]) -> bool:
+    """Some shape matches ``text``; a shape is searched only when one of its texts
+    occurs in ``haystack`` (``text`` as the shape's texts are written)."""
+    for needles, shape in shapes:
+        if any(needle in haystack for needle in needles) and shape.search(text):
+            return True
+    return False
+
+
 def _failure_any_text(text: str) -> bool:
     """``_TERMINAL_FAILURE.search(text)`` for text that is not ASCII: each shape is
     searched only where one of its texts occurs in ``ascii_fold(text).lower()`` (the
     characters IGNORECASE takes for an ASCII letter are that letter there, the others
     no ASCII character at all, so a match always leaves its texts there)."""
-    folded = ascii_fold(text).lower()
-    for needles, shape in _SHAPES_ANY_CASE:
-        for needle in needles:
-            if needle in folded:
-                if shape.search(text):
-                    return True
-                break
-    return False
+    return _shape_found(text, ascii_fold(text).lower(), _SHAPES_ANY_CASE)
 
 
 def _lower_ascii_failure(text: str) -> bool:
     """``_TERMINAL_FAILURE_LOWER.search(text)`` for lowercased ASCII ``text``: some
     shape matches somewhere, and a shape is only searched for where its texts are."""
-    for needles, shape in _LOWER_SHAPES:
-        for needle in needles:
-            if needle in text:
-                if shape.search(text):
-                    return True
-                break
-    return False
+    return _shape_found(text, text, _LOWER_SHAPES)
 
 
 _WARNING_LINE = re.compile(r"^\s*(?:\S+:\s*)?(?:WARNING|warning|Warning)\b.*$", re.MULTILINE)
