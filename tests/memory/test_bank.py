@@ -366,23 +366,6 @@ def test_normalizing_normalized_content_is_a_fixed_point_and_memoised():
 # -- session 4 (hot): fast paths against their definitions ------------------------------
 
 
-@given(
-    st.datetimes(timezones=st.sampled_from([UTC, None]) | st.timezones())
-    | st.datetimes(
-        min_value=datetime(1, 1, 1), max_value=datetime(1200, 1, 1), timezones=st.just(UTC)
-    )
-)
-def test_canonical_time_equals_format_timestamp(moment):
-    from clio_acp.memory.bank import canonical_time
-    from clio_acp.timestamps import format_timestamp
-
-    try:
-        expected = format_timestamp(moment)
-    except (OverflowError, ValueError):
-        return  # out of range once converted to UTC: the definition fails too
-    assert canonical_time(moment) == expected
-
-
 def test_kind_of_equals_the_kind_of_the_copy():
     bank = TaskMemoryBank()
     knowledge = bank.save("knowledge", "the build needs make", origin="rules")
