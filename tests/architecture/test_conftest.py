@@ -3,6 +3,7 @@ xdist controller writes once for its workers."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,11 @@ def test_the_cache_holds_what_pytest_would_rewrite_and_follows_the_source(
     assert any(name.startswith("@py_assert") for name in test_sum.co_varnames)  # rewritten
     assert cache_rewritten_test_modules(pytestconfig, tmp_path) == 0  # all current
 
-    test_file.write_text("def test_sum():\n    assert 2 + 2 == 5\n", encoding="utf-8")
+    # pytest judges a cached module by the source's size and whole-second mtime, so an edit
+    # of the same size within the same second would look current to pytest too: change both.
+    test_file.write_text("def test_sum():\n    assert 2 + 2 == 50\n", encoding="utf-8")
+    first_write = test_file.stat().st_mtime
+    os.utime(test_file, (first_write + 2, first_write + 2))
     assert _cached(test_file) is None  # stale for pytest too
     assert cache_rewritten_test_modules(pytestconfig, tmp_path) == 1
     assert _cached(test_file) == rewrite._rewrite_test(test_file, pytestconfig)[1]
