@@ -23,6 +23,8 @@ import argparse
 import asyncio
 import json
 import logging
+import mmap
+import re
 import sys
 import time
 from collections import deque
@@ -258,19 +260,35 @@ def _replay_in_worker(
     )
 
 
+_NON_BLANK = re.compile(rb"\S")
+"""A byte that is not ASCII whitespace (what ``bytes.strip`` keeps)."""
+
+
 def _many_instances(path: Path, fmt: str) -> bool:
-    """True when ``path`` looks like an OpenHands output.jsonl (one instance per line,
-    its first line holding a ``history``): such a file is shared out over the
-    ``--jobs`` workers instead of going to one. Only a cost decision: a file shared
-    out by mistake gives the same reports (``load_recordings`` ``part``)."""
+    """True when ``path`` looks like an OpenHands output.jsonl of more than one
+    instance (its first non-blank line holds a ``"history"``, and another non-blank
+    line follows): such a file is shared out over the ``--jobs`` workers instead of
+    going to one. Only a cost decision: a file shared out by mistake gives the same
+    reports (``load_recordings`` ``part``), and one of a single instance is not shared
+    (each further share would parse its line again to tell the format, for nothing).
+    The parent process asks this of every file before the workers are busy, so the
+    file is searched as mapped bytes: nothing decoded or copied."""
     if fmt not in ("auto", "openhands") or path.suffix == ".json" or not path.is_file():
         return False  # not a pipe either: peeking would consume it (or block on a FIFO)
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            first = next((line for line in handle if line.strip()), "")
-    except OSError:
+        with (
+            path.open("rb") as handle,
+            mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view,
+        ):
+            start = _NON_BLANK.search(view)
+            end = view.find(b"\n", start.start()) if start else -1
+            return (
+                end >= 0
+                and view.find(b'"history"', start.start(), end) >= 0
+                and _NON_BLANK.search(view, end) is not None
+            )
+    except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
         return False
-    return '"history"' in first
 
 
 def _interleaved(shares: list[list[ReplayReport]]) -> list[ReplayReport]:
@@ -388,7 +406,7 @@ class _Progress:
 
     def done(self, reports: list[ReplayReport]) -> None:
         if self.shown:
-            calls = sum(r.summary["toolCalls"] for r in reports)
+            calls = sum(r.tool_calls for r in reports)
             took = time.monotonic() - self._file_started
             self._say(f"[{self.index}/{self.files}] done: {calls} tool calls in {took:.1f} s")
 

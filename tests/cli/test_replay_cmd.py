@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import re
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tests.conftest import SHARED
 from tests.support.recordings import openhands_instances_file
 
@@ -140,6 +143,39 @@ def test_a_many_instance_file_is_split_into_interleaved_shares(tmp_path):
     assert _interleaved(shares) == [f"instance-{n}" for n in range(5)]
     # A one-recording file lives in share 0 only.
     assert [len(load_recordings(mini, part=(i, 2))) for i in range(2)] == [1, 0]
+
+
+def _many_instances_by_lines(data: bytes) -> bool:
+    """``_many_instances``' definition, line by line: the first non-blank line holds
+    ``"history"`` and another non-blank line follows."""
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    return len(lines) >= 2 and b'"history"' in lines[0]
+
+
+_PEEK_PIECES = [b"", b" ", b"\t", b"\r", b"\x0b", b"\n", b"{", b"x", b"\xff", b'"history"']
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(_PEEK_PIECES), max_size=14))
+def test_the_many_instance_peek_is_its_line_by_line_definition(tmp_path, pieces):
+    """The parent maps each file and searches bytes; the verdict is the one reading
+    its lines gives (empty files, blank-only lines, "history" on a later line)."""
+    from clio_acp.cli.replay_cmd import _many_instances
+
+    data = b"".join(pieces)
+    path = tmp_path / "output.jsonl"
+    path.write_bytes(data)
+    assert _many_instances(path, "auto") == _many_instances_by_lines(data), data
+
+
+def test_a_one_instance_openhands_file_goes_to_one_worker(tmp_path):
+    from clio_acp.cli.replay_cmd import _many_instances
+
+    one = openhands_instances_file(tmp_path, count=1)
+    assert not _many_instances(one, "auto")
+    one.write_text(one.read_text() + "\n \n")  # blank lines after it are no instance
+    assert not _many_instances(one, "auto")
+    assert _many_instances(openhands_instances_file(tmp_path, count=2), "openhands")
 
 
 def test_jobs_over_more_files_than_are_kept_in_flight_keep_the_serial_order(run_cli):
