@@ -18,6 +18,7 @@ from clio_acp.memory.secret_shapes import (
     QUOTED_ASSIGNMENT,
     QUOTED_ASSIGNMENT_GUARDS,
     QUOTED_ASSIGNMENT_STARTS,
+    _has_long_runs,
     _scan_tokens,
 )
 
@@ -115,6 +116,39 @@ def _assert_guards_admit(text: str) -> None:
 @given(_TEXTS)
 def test_a_guard_never_skips_a_pass_that_would_match(text: str) -> None:
     _assert_guards_admit(text)
+
+
+# Runs of class characters around the lengths the token guard counts, with the
+# characters that end a run (separators, non-ASCII letters and digits, a surrogate).
+_RUN_TEXTS = st.lists(
+    st.one_of(
+        st.text(alphabet="aZ09", min_size=10, max_size=26),
+        st.text(alphabet="aZ09_+/-", min_size=18, max_size=26),
+        st.sampled_from([" ", ".", "=", "?", "\u00e9", "\u0661", "\u017f", "\ud800", "\n"]),
+        st.text(max_size=3),
+    ),
+    max_size=8,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_RUN_TEXTS)
+def test_token_guard_by_bytes_equals_its_two_searches(text: str) -> None:
+    assert _has_long_runs(text) == bool(_LONG_SEGMENT.search(text) and _LONG_RUN.search(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a1_" * 8, False),  # a 24-run without 14 letters or digits in a row
+        ("a" * 14 + " " + "a1_" * 8, True),  # both, in different runs
+        ("a" * 24, True),
+        ("a" * 13 + "\u00e9" + "a" * 13, False),  # a non-ASCII letter ends a run
+        ("x" * 30 + "\u0661", True),
+    ],
+)
+def test_token_guard_by_bytes_on_edges(text: str, expected: bool) -> None:
+    assert _has_long_runs(text) is expected
 
 
 # One guarded shape per text, so no other word lets its guard pass.

@@ -77,6 +77,23 @@ def test_keyword_scan_finds_overlapping_and_nested_keywords(keywords: list[str],
     unique = tuple(dict.fromkeys(keywords))
     scan = KeywordScan.build(unique)
     assert scan.present(text) == {k for k in unique if k in text}
+    assert scan.present(text) == {k for k in unique if k in text}  # runs remembered
+
+
+@settings(max_examples=250, deadline=None)
+@given(_TEXTS)
+def test_keyword_scan_remembered_runs_give_the_same_keywords(text: str) -> None:
+    # A fresh scan cuts the runs by bytes; the second call answers from remembered
+    # runs; the regex-cut scan (a keyword alphabet bytes cannot cut) is the reference.
+    keywords = tuple(dict.fromkeys(k for r in load_ruleset().rules for k in r.keywords))
+    scan = KeywordScan.build(keywords)
+    by_regex = KeywordScan.build((*keywords, "x y"))
+    assert scan.run_table is not None and by_regex.run_table is None
+    lowered = text.lower()
+    expected = {k for k in keywords if k in lowered}
+    assert scan.present(lowered) == expected
+    assert scan.present(lowered) == expected
+    assert by_regex.present(lowered) - {"x y"} == expected
 
 
 def test_vendored_file_ships_with_its_licence_and_update_procedure() -> None:

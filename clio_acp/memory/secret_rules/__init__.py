@@ -25,7 +25,7 @@ import tomllib
 import warnings
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from pathlib import Path
@@ -312,13 +312,20 @@ class KeywordScan:
     …), so the keywords of a text are those of its runs of keyword characters; a run
     of up to ``_MEMO_RUN_CHARS`` is scanned once and remembered (status lines and
     digests repeat their words), up to ``_MEMO_ENTRIES`` runs.
+
+    When the keyword characters are ASCII and not whitespace (the vendored ruleset),
+    the runs are cut in C: the text encoded one byte per character (a non-ASCII one
+    as ``?``, not a keyword character), every other byte translated to a space, then
+    ``bytes.split``; a text whose runs are all remembered is answered by one union.
     """
 
     keywords: tuple[str, ...]
     pattern: re.Pattern[str]
     prefixes: dict[str, tuple[str, ...]]
     runs: re.Pattern[str]
-    memo: dict[str, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)
+    run_table: bytes | None = None
+    """``bytes.translate`` table keeping the keyword bytes, the rest as spaces (or None)."""
+    memo: dict[bytes, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def build(cls, keywords: tuple[str, ...]) -> KeywordScan:
@@ -327,15 +334,25 @@ class KeywordScan:
         pattern = re.compile("(?=(" + _prefix_tree_regex(keywords) + "))")
         alphabet = "".join(sorted(set("".join(keywords))))
         runs = re.compile("[" + re.escape(alphabet) + "]+")
-        return cls(keywords, pattern, prefixes, runs)
+        return cls(keywords, pattern, prefixes, runs, _run_table(alphabet))
 
     def present(self, lowered: str) -> set[str]:
         """The keywords that occur in ``lowered`` (plain substring test, case as given)."""
+        if self.run_table is None:
+            return self._present_in_runs([run.encode() for run in self.runs.findall(lowered)])
+        runs = set(lowered.encode("ascii", "replace").translate(self.run_table).split())
+        known = list(map(self.memo.get, runs))  # one lookup per run: safe if cleared meanwhile
+        if None in known:
+            return self._present_in_runs(runs)
+        return set().union(*known)
+
+    def _present_in_runs(self, runs: Iterable[bytes]) -> set[str]:
+        """The keywords of ``runs`` (UTF-8 bytes), remembering the short runs."""
         present: set[str] = set()
-        for run in self.runs.findall(lowered):
+        for run in runs:
             found = self.memo.get(run)
             if found is None:
-                found = self._scan(run)
+                found = self._scan(run.decode())
                 if len(run) <= _MEMO_RUN_CHARS:
                     if len(self.memo) >= _MEMO_ENTRIES:
                         self.memo.clear()
@@ -353,6 +370,17 @@ class KeywordScan:
 
 _MEMO_RUN_CHARS = 64
 _MEMO_ENTRIES = 8192
+
+
+def _run_table(alphabet: str) -> bytes | None:
+    """The ``bytes.translate`` table of ``KeywordScan.run_table`` for ``alphabet``, or
+    None when a keyword character is not ASCII, is whitespace or is ``?`` (the
+    stand-in for a non-ASCII character): then ``bytes.split`` would not cut the runs
+    the regex finds."""
+    if not alphabet.isascii() or "?" in alphabet or any(c.isspace() for c in alphabet):
+        return None
+    keep = alphabet.encode()
+    return bytes(byte if byte in keep else 32 for byte in range(256))
 
 
 def _prefix_tree_regex(words: tuple[str, ...]) -> str:
