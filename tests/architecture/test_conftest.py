@@ -1,9 +1,13 @@
 """The suite's own machinery in ``tests/conftest.py``: the rewritten-module cache the
-xdist controller writes once for its workers."""
+xdist controller writes once for its workers, and the ``python3`` that shell commands
+in tests find on ``PATH``."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,3 +45,18 @@ def test_the_cache_holds_what_pytest_would_rewrite_and_follows_the_source(
     assert _cached(test_file) is None  # stale for pytest too
     assert cache_rewritten_test_modules(pytestconfig, tmp_path) == 1
     assert _cached(test_file) == rewrite._rewrite_test(test_file, pytestconfig)[1]
+
+
+def test_python3_on_the_path_is_this_interpreter_without_the_test_environment():
+    # `python3` in a shell command (a tool call, an eval task) is the interpreter
+    # running the tests, with the standard library only (interpreter_first_on_path).
+    probe = (
+        "import importlib.util, json, sys; print(json.dumps([sys.version, "
+        "sys.base_prefix, importlib.util.find_spec('pytest') is None]))"
+    )
+    out = subprocess.run(
+        f'python3 -c "{probe}"', shell=True, capture_output=True, text=True, check=True
+    ).stdout
+    version, base_prefix, no_pytest = json.loads(out)
+    assert (version, base_prefix) == (sys.version, sys.base_prefix)
+    assert no_pytest
