@@ -14,12 +14,10 @@ nothing to disk and prints nothing (``clio_acp.cli.replay_cmd`` does the printin
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -314,27 +312,25 @@ async def replay_file(
 ) -> list[ReplayReport]:
     """Load ``path`` (``RecordingFormatError`` for an unknown format or a bad line) and
     replay each recording in it (``part``: one interleaved share, see
-    ``load_recordings``). The recordings are read two at a time (``iter_recordings``,
-    off the event loop) and dropped once replayed: an OpenHands file of many instances
-    costs two instances' memory plus the reports. A fault anywhere in the
-    file raises, as before, and no report of it is returned."""
+    ``load_recordings``). The recordings are read one at a time (``iter_recordings``)
+    and each is dropped once replayed: an OpenHands file of many instances costs one
+    instance's memory plus the reports. They are read on the event loop, which has
+    nothing else to run meanwhile (the rules tier is synchronous, and a detached LLM
+    step is awaited within its turn); a thread hop per read cost ~5 % of a replay. A
+    fault anywhere in the file raises, as before, and no report of it is returned."""
     recordings = iter_recordings(path, fmt, part=part)
     reports = []
     try:
-        # Two at a time: a file of one recording is read in one executor hop (~0.1 ms).
-        while batch := await asyncio.to_thread(list, islice(recordings, 2)):
-            for recording in batch:
-                reports.append(
-                    await replay_recording(
-                        recording,
-                        settings,
-                        client_factory=client_factory,
-                        compact_every=compact_every,
-                    )
+        for recording in recordings:
+            reports.append(
+                await replay_recording(
+                    recording,
+                    settings,
+                    client_factory=client_factory,
+                    compact_every=compact_every,
                 )
-            if len(batch) < 2:
-                break
-            del batch, recording  # let these two go before the next two are read
+            )
+            del recording  # let it go before the next one is read
     finally:
         recordings.close()
     return reports
