@@ -178,6 +178,20 @@ def test_a_one_instance_openhands_file_goes_to_one_worker(tmp_path):
     assert _many_instances(openhands_instances_file(tmp_path, count=2), "openhands")
 
 
+def test_jobs_workers_on_linux_are_forked_from_the_process_that_imported_replay():
+    """Forked workers start with the replay modules imported (forkserver, the default
+    from Python 3.14, or spawn would import them again in every worker)."""
+    import sys
+
+    from clio_acp.cli.replay_cmd import _worker_context
+
+    context = _worker_context()
+    if sys.platform == "linux":
+        assert context.get_start_method() == "fork"
+    else:
+        assert context is None
+
+
 def test_jobs_over_more_files_than_are_kept_in_flight_keep_the_serial_order(run_cli):
     """``--jobs 2`` keeps 2 × FILES_AHEAD (8) files submitted at a time; with 11 files
     the window slides, and the report is still the serial one, byte for byte."""
