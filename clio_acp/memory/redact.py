@@ -28,15 +28,17 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-from clio_acp.memory.secret_rules import Ruleset, load_ruleset
-from clio_acp.memory.secret_rules.anchors import case_fold, word_offsets
+from clio_acp.memory.secret_rules import KeywordScan, Ruleset, load_ruleset
+from clio_acp.memory.secret_rules.anchors import case_fold, folds_as_lower, word_offsets
 from clio_acp.memory.secret_shapes import (
     EXTRA_SHAPES,
     QUOTED_ASSIGNMENT,
     QUOTED_ASSIGNMENT_GUARDS,
     QUOTED_ASSIGNMENT_STARTS,
+    SCAN_WORD,
     TOKEN_KIND,
     Guard,
     token_spans,
@@ -127,6 +129,30 @@ _EXTRA_BY_NEEDLE = {
 }
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
+# Found by the one scan with the vendored keywords (``_Words``): a lowercase word of
+# each ``_SPEC_SHAPES_GUARD`` head, every guard's words when all are scan words, and
+# the extra shapes' needles that are scan words (the others are searched for).
+_SPEC_HEADS = frozenset(
+    (
+        "-----begin",
+        *("akia", "asia", "abia", "acca", "a3t", "github_pat_", "sk-", "aiza", "eyj"),
+        *(f"gh{c}_" for c in "pousr"),
+        *(f"xox{c}-" for c in "bpars"),
+    )
+)
+_GUARD_WORDS = frozenset().union(
+    *(
+        guard.scan_words or ()
+        for guard in (
+            *_ASSIGNMENT_GUARDS,
+            *QUOTED_ASSIGNMENT_GUARDS,
+            *(guard for shape in EXTRA_SHAPES for guard in shape.guards),
+        )
+    )
+)
+_SCANNED_NEEDLES = tuple(n for n in _EXTRA_NEEDLES if SCAN_WORD.fullmatch(n))
+_OTHER_NEEDLES = tuple(n for n in _EXTRA_NEEDLES if not SCAN_WORD.fullmatch(n))
+
 REDACTION_KINDS: tuple[str, ...] = (
     *dict.fromkeys(kind for kind, _ in _SPEC_SHAPES),
     "assignment",
@@ -165,23 +191,23 @@ def redact_secrets_text(text: str, tally: RedactionTally | None = None) -> str:
 
     Speed (``bench/redaction.py``): a pass whose ``Guard`` finds none of the literals
     every one of its matches holds is skipped; the vendored rules are chosen by one
-    keyword scan; case-insensitive passes and vendored rules are tried only where
-    their leading words occur (``secret_rules.anchors``). None of these shortcuts
-    changes an output or a count: ``tests/data/secrets/redacted.json`` pins them,
-    property tests compare each shortcut with the full scan, and
+    keyword scan, which also finds the guards' words (``_Words``) while no pass has
+    replaced anything; case-insensitive passes and vendored rules are tried only
+    where their leading words occur (``secret_rules.anchors``). None of these
+    shortcuts changes an output or a count: ``tests/data/secrets/redacted.json`` pins
+    them, property tests compare each shortcut with the full scan, and
     ``python bench/redaction.py --check N`` compares the whole with the old engine.
     """
-    out, count = _spec_shapes(text)
+    words = _Words.of(text)
+    specific, generic = _vendored_of(words.present)
     ruleset = load_ruleset()
-    candidates = ruleset.candidates(text.lower())
-    specific = [rule for rule in candidates if not rule.rule_id.startswith("generic")]
+    out, count = _spec_shapes(text, words)
     out, n = _apply_vendored(ruleset, specific, out)
     count += n
-    out, n = _assignments(out)
+    out, n = _assignments(out, words if not count else None)
     count += n
-    out, n = _extra_shapes(out)
+    out, n = _extra_shapes(out, words if not count else None)
     count += n
-    generic = [rule for rule in candidates if rule.rule_id.startswith("generic")]
     out, n = _apply_vendored(ruleset, generic, out)
     count += n
     out, n = _replace_spans(out, token_spans(out), TOKEN_KIND)
@@ -194,8 +220,54 @@ def redact_secrets_text(text: str, tally: RedactionTally | None = None) -> str:
     return out
 
 
-def _spec_shapes(text: str) -> tuple[str, int]:
+@dataclass(frozen=True)
+class _Words:
+    """The scan words (``_scan_words``) found in a text, for the guards of the passes
+    that see the text unchanged. ``present`` holds the lowercase words found in
+    ``text.lower()``: a word missing there is missing from the text in any case, so
+    a case-sensitive guard or head without one is false. ``folded`` is ``present``
+    when ``case_fold(text) == text.lower()``, then exactly the case-free guard
+    words found; else None (those guards search the text themselves)."""
+
+    lowered: str
+    present: frozenset[str]
+    folded: frozenset[str] | None
+
+    @classmethod
+    def of(cls, text: str) -> _Words:
+        lowered = text.lower()
+        present = _word_scan().present(lowered)
+        return cls(lowered, present, present if folds_as_lower(text) else None)
+
+
+@cache
+def _word_scan() -> KeywordScan:
+    """One scan for the vendored keywords and the words of every guard below."""
+    words = (*load_ruleset().keywords, *_SPEC_HEADS, *_GUARD_WORDS, *_SCANNED_NEEDLES)
+    return KeywordScan.build(tuple(dict.fromkeys(words)))
+
+
+def _vendored_of(present: frozenset[str]) -> tuple[list[Any], list[Any]]:
+    """The vendored rules with a keyword in ``present``: (service-specific, generic)."""
+    known = _VENDORED_MEMO.get(present)
+    if known is None:
+        candidates = load_ruleset().candidates_of(present)
+        specific = [rule for rule in candidates if not rule.rule_id.startswith("generic")]
+        generic = [rule for rule in candidates if rule.rule_id.startswith("generic")]
+        known = (specific, generic)
+        if len(_VENDORED_MEMO) >= 4096:
+            _VENDORED_MEMO.clear()  # a miss recomputes: safe if cleared meanwhile
+        _VENDORED_MEMO[present] = known
+    return known
+
+
+_VENDORED_MEMO: dict[frozenset[str], tuple[list[Any], list[Any]]] = {}
+
+
+def _spec_shapes(text: str, words: _Words | None = None) -> tuple[str, int]:
     """The §8 shapes up to ``jwt``, in order: (text, replacements)."""
+    if words is not None and words.present.isdisjoint(_SPEC_HEADS):
+        return text, 0
     if not _SPEC_SHAPES_GUARD.search(text):
         return text, 0
     count = 0
@@ -205,32 +277,48 @@ def _spec_shapes(text: str) -> tuple[str, int]:
     return text, count
 
 
-def _assignments(text: str) -> tuple[str, int]:
+def _assignments(text: str, words: _Words | None = None) -> tuple[str, int]:
     """§8 ``assignment`` (key and separator kept), then a quoted value after a
-    secret-flavoured name (``QUOTED_ASSIGNMENT``): (text, replacements)."""
+    secret-flavoured name (``QUOTED_ASSIGNMENT``): (text, replacements). ``words``:
+    those of ``text``, or None."""
     count = 0
     folded = case_fold(text)
-    if _admits(_ASSIGNMENT_GUARDS, text, folded):
+    if _admits(_ASSIGNMENT_GUARDS, text, folded, words):
         starts = _assignment_starts(text, folded)
         text, count = _sub_at(_ASSIGNMENT, text, starts, _assignment_value)
         folded = case_fold(text) if count else folded
-    if _admits(QUOTED_ASSIGNMENT_GUARDS, text, folded):
+    if _admits(QUOTED_ASSIGNMENT_GUARDS, text, folded, None if count else words):
         starts = word_offsets(folded, QUOTED_ASSIGNMENT_STARTS)
         text, n = _sub_at(QUOTED_ASSIGNMENT, text, starts, _quoted_value)
         count += n
     return text, count
 
 
-def _extra_shapes(text: str) -> tuple[str, int]:
+def _extra_shapes(text: str, words: _Words | None = None) -> tuple[str, int]:
     """``EXTRA_SHAPES`` in order: (text, replacements). Needles are looked up in the
-    text as it was before the first of these passes; guards in the current text."""
-    lowered = text.lower()
-    gated = {i for needle in _EXTRA_NEEDLES if needle in lowered for i in _EXTRA_BY_NEEDLE[needle]}
+    text as it was before the first of these passes; guards in the current text.
+    ``words``: those of ``text``, or None."""
+    if words is None:
+        lowered = text.lower()
+        gated = {
+            i for needle in _EXTRA_NEEDLES if needle in lowered for i in _EXTRA_BY_NEEDLE[needle]
+        }
+    else:
+        lowered = words.lowered
+        gated = {
+            i
+            for needle in _SCANNED_NEEDLES
+            if needle in words.present
+            for i in _EXTRA_BY_NEEDLE[needle]
+        }
+        gated.update(
+            i for needle in _OTHER_NEEDLES if needle in lowered for i in _EXTRA_BY_NEEDLE[needle]
+        )
     count = 0
     folded = case_fold(text) if gated else lowered
     for index in sorted(gated):
         shape = EXTRA_SHAPES[index]
-        if not _admits(shape.guards, text, folded):
+        if not _admits(shape.guards, text, folded, None if count else words):
             continue
         text, n = _replace_spans(text, _secret_spans(shape.pattern, text), shape.kind)
         if n:
@@ -239,8 +327,20 @@ def _extra_shapes(text: str) -> tuple[str, int]:
     return text, count
 
 
-def _admits(guards: tuple[Guard, ...], text: str, folded: str) -> bool:
+def _admits(guards: tuple[Guard, ...], text: str, folded: str, words: _Words | None = None) -> bool:
+    """Every guard may match ``text`` (``folded`` is ``case_fold(text)``). With
+    ``words`` (those of ``text``), a guard of scan words is answered by them: a
+    case-free one exactly when they stand for the folded text, a case-sensitive one
+    only when none of its words is there (else its own search decides)."""
     for guard in guards:
+        if words is not None and guard.scan_words is not None:
+            if not guard.case_free:
+                if words.present.isdisjoint(guard.scan_words):
+                    return False
+            elif words.folded is not None:
+                if words.folded.isdisjoint(guard.scan_words):
+                    return False
+                continue
         if not guard.may_match(text, folded):
             return False
     return True

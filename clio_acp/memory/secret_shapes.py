@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from clio_acp.memory.secret_rules import shannon_entropy
@@ -24,11 +24,17 @@ __all__ = [
     "QUOTED_ASSIGNMENT",
     "QUOTED_ASSIGNMENT_GUARDS",
     "QUOTED_ASSIGNMENT_STARTS",
+    "SCAN_WORD",
     "TOKEN_KIND",
     "ExtraShape",
     "Guard",
     "token_spans",
 ]
+
+
+# A word ``redact`` may look for with the vendored keywords, in one scan of the text's
+# runs of such characters (``secret_rules.KeywordScan``).
+SCAN_WORD = re.compile(r"[a-z0-9_.-]{2,}")
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,13 @@ class Guard:
 
     words: tuple[str, ...]
     case_free: bool = False
+    scan_words: frozenset[str] | None = field(default=None, init=False, compare=False, repr=False)
+    """The words lowercased when each is a scan word (``SCAN_WORD``), else None."""
+
+    def __post_init__(self) -> None:
+        lowered = frozenset(word.lower() for word in self.words)
+        scannable = all(SCAN_WORD.fullmatch(word) for word in lowered)
+        object.__setattr__(self, "scan_words", lowered if scannable else None)
 
     def may_match(self, text: str, folded: str) -> bool:
         """False only when the guarded pattern cannot match ``text`` (``folded`` is

@@ -18,8 +18,10 @@ from clio_acp.memory.secret_shapes import (
     QUOTED_ASSIGNMENT,
     QUOTED_ASSIGNMENT_GUARDS,
     QUOTED_ASSIGNMENT_STARTS,
+    TOKEN_KIND,
     _has_long_runs,
     _scan_tokens,
+    token_spans,
 )
 
 _WORDS = [
@@ -149,6 +151,70 @@ def test_token_guard_by_bytes_equals_its_two_searches(text: str) -> None:
 )
 def test_token_guard_by_bytes_on_edges(text: str, expected: bool) -> None:
     assert _has_long_runs(text) is expected
+
+
+# Every word the one scan answers guards with (spec heads, guard words, needles) and
+# the needles it does not, some upper-cased, next to the pieces above.
+_SCAN_PIECES = st.one_of(
+    _word(),
+    st.sampled_from(
+        [
+            *sorted(redact._SPEC_HEADS | redact._GUARD_WORDS),
+            *redact._SCANNED_NEEDLES,
+            *redact._OTHER_NEEDLES,
+            *("-----BEGIN ", "AKIA", "ghp_", "xoxb-", "AIza", "eyJ", "LOGIN", "Login", "PWD"),
+        ]
+    ).map(lambda word: word.upper() if len(word) % 3 == 0 else word),
+    _PIECES,
+)
+_SCAN_TEXTS = st.lists(_SCAN_PIECES, max_size=10).map("".join)
+_ALL_GUARDS = [
+    redact._ASSIGNMENT_GUARDS,
+    QUOTED_ASSIGNMENT_GUARDS,
+    *(shape.guards for shape in EXTRA_SHAPES if shape.guards),
+]
+
+
+def _by_guards(text: str) -> tuple[str, int]:
+    """``redact_secrets_text`` as (text, count) with every guard searching the text
+    itself and the vendored rules chosen by ``Ruleset.candidates``: the definition the
+    scan-words shortcut (``redact._Words``) must equal."""
+    ruleset = redact.load_ruleset()
+    candidates = ruleset.candidates(text.lower())
+    generic = [rule for rule in candidates if rule.rule_id.startswith("generic")]
+    out, count = redact._spec_shapes(text)
+    for step in (
+        lambda out: redact._apply_vendored(
+            ruleset, [r for r in candidates if r not in generic], out
+        ),
+        redact._assignments,
+        redact._extra_shapes,
+        lambda out: redact._apply_vendored(ruleset, generic, out),
+        lambda out: redact._replace_spans(out, token_spans(out), TOKEN_KIND),
+        lambda out: redact._RESIDUE.subn(r"\1", out),
+    ):
+        out, n = step(out)
+        count += n
+    return out, count
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SCAN_TEXTS)
+def test_scan_words_answer_each_guard_as_its_own_search(text: str) -> None:
+    words = redact._Words.of(text)
+    folded = case_fold(text)
+    for guards in _ALL_GUARDS:
+        assert redact._admits(guards, text, folded, words) == redact._admits(guards, text, folded)
+    assert redact._spec_shapes(text, words) == redact._spec_shapes(text)
+    assert redact._assignments(text, words) == redact._assignments(text)
+    assert redact._extra_shapes(text, words) == redact._extra_shapes(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SCAN_TEXTS)
+def test_redaction_with_scan_words_equals_redaction_by_guards(text: str) -> None:
+    tally = redact.RedactionTally()
+    assert (redact.redact_secrets_text(text, tally), tally.count) == _by_guards(text)
 
 
 # One guarded shape per text, so no other word lets its guard pass.

@@ -270,9 +270,19 @@ class Ruleset:
         The same rules as ``[r for r in rules if any(k in lowered for k in r.keywords)]``,
         found in one regex scan instead of one substring search per keyword (~240).
         """
-        present = self._keyword_scan.present(lowered)
-        hits = {position for keyword in present for position in self._by_keyword[keyword]}
+        return self.candidates_of(self._keyword_scan.present(lowered))
+
+    def candidates_of(self, present: Iterable[str]) -> list[SecretRule]:
+        """The rules, in file order, with a keyword in ``present`` (the keywords found
+        in a text; other words are ignored)."""
+        by_keyword = self._by_keyword
+        hits = {position for word in present for position in by_keyword.get(word, ())}
         return [self.rules[position] for position in sorted(hits)]
+
+    @property
+    def keywords(self) -> tuple[str, ...]:
+        """Every rule keyword (lowercase), once each."""
+        return tuple(self._by_keyword)
 
     def secret_spans(self, rule: SecretRule, text: str) -> Iterator[tuple[int, int]]:
         """Spans of ``text`` that ``rule`` reports as secrets after its entropy floor
@@ -325,7 +335,9 @@ class KeywordScan:
     runs: re.Pattern[str]
     run_table: bytes | None = None
     """``bytes.translate`` table keeping the keyword bytes, the rest as spaces (or None)."""
-    memo: dict[bytes, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)
+    memo: list[tuple[set[bytes], dict[bytes, frozenset[str]]]] = field(
+        default_factory=lambda: [(set(), {})], compare=False, repr=False
+    )
 
     @classmethod
     def build(cls, keywords: tuple[str, ...]) -> KeywordScan:
@@ -336,30 +348,37 @@ class KeywordScan:
         runs = re.compile("[" + re.escape(alphabet) + "]+")
         return cls(keywords, pattern, prefixes, runs, _run_table(alphabet))
 
-    def present(self, lowered: str) -> set[str]:
+    def present(self, lowered: str) -> frozenset[str]:
         """The keywords that occur in ``lowered`` (plain substring test, case as given)."""
         if self.run_table is None:
             return self._present_in_runs([run.encode() for run in self.runs.findall(lowered)])
         runs = set(lowered.encode("ascii", "replace").translate(self.run_table).split())
-        known = list(map(self.memo.get, runs))  # one lookup per run: safe if cleared meanwhile
-        if None in known:
-            return self._present_in_runs(runs)
-        return set().union(*known)
+        seen, hits = self.memo[0]
+        if runs <= seen:
+            return frozenset().union(*filter(None, map(hits.get, runs)))
+        return self._present_in_runs(runs)
 
-    def _present_in_runs(self, runs: Iterable[bytes]) -> set[str]:
-        """The keywords of ``runs`` (UTF-8 bytes), remembering the short runs."""
+    def _present_in_runs(self, runs: Iterable[bytes]) -> frozenset[str]:
+        """The keywords of ``runs`` (UTF-8 bytes), remembering the short runs.
+
+        ``memo[0]`` is (runs seen, run → its keywords when it has any). A run's keywords
+        are stored before the run is marked seen, and a full memo is replaced, never
+        emptied: a reader holding the pair finds the keywords of every run seen."""
         present: set[str] = set()
         for run in runs:
-            found = self.memo.get(run)
-            if found is None:
+            seen, hits = self.memo[0]
+            if run in seen:
+                found = hits.get(run, frozenset())
+            else:
                 found = self._scan(run.decode())
                 if len(run) <= _MEMO_RUN_CHARS:
-                    if len(self.memo) >= _MEMO_ENTRIES:
-                        self.memo.clear()
-                    self.memo[run] = found
-            if found:
-                present |= found
-        return present
+                    if len(seen) >= _MEMO_ENTRIES:
+                        seen, hits = self.memo[0] = (set(), {})
+                    if found:
+                        hits[run] = found
+                    seen.add(run)
+            present |= found
+        return frozenset(present)
 
     def _scan(self, text: str) -> frozenset[str]:
         found: set[str] = set()

@@ -18,6 +18,7 @@ __all__ = [
     "anchored_finditer",
     "case_fold",
     "closing_paren",
+    "folds_as_lower",
     "leading_words",
     "pattern_start_words",
     "word_offsets",
@@ -37,9 +38,14 @@ def case_fold(text: str) -> str:
     wherever a ``(?i)`` pattern matches an ASCII word in ``text``, that word lowercased
     occurs at the same offset here. The last few results are kept: the vendored rules
     ask for the same text one after another."""
-    if text.isascii() or not any(char in text for char in _FOLDED_CHARS):
+    if folds_as_lower(text):
         return text.lower()
     return text.translate(_FOLD_TO_ASCII).lower()
+
+
+def folds_as_lower(text: str) -> bool:
+    """True when ``case_fold(text) == text.lower()`` (no ``İ ı ſ K`` in ``text``)."""
+    return text.isascii() or not any(char in text for char in _FOLDED_CHARS)
 
 
 def word_offsets(folded: str, words: tuple[str, ...]) -> list[int]:
