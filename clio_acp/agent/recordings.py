@@ -23,6 +23,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -133,7 +134,15 @@ def _tag_body(text: str, tag: str) -> tuple[str, str] | None:
 def _scope_sentences(template: str) -> list[str]:
     """Task-scope sentences of a harness template (de-duplicated, in order): the
     prohibitions ("DO NOT MODIFY: Tests …") when there are any, else the sentences
-    naming the files to change ("… changes to non-test files …")."""
+    naming the files to change ("… changes to non-test files …"). A new list each
+    call; the sentences of the last few templates are remembered, since every run of
+    one harness carries the same template (~0.3 ms of reading a mini-swe-agent run)."""
+    return list(_template_scope(template))
+
+
+@lru_cache(maxsize=16)
+def _template_scope(template: str) -> tuple[str, ...]:
+    """``_scope_sentences`` of ``template``, computed."""
     found: list[str] = []
     for line in template.splitlines():
         line = _PLACEHOLDER_TAG.sub(lambda m: m.group(1).replace("_", " "), line)
@@ -142,7 +151,7 @@ def _scope_sentences(template: str) -> list[str]:
             if _TASK_SCOPE.search(sentence) and sentence not in found:
                 found.append(sentence)
     prohibitions = [s for s in found if not re.search(r"non-test files", s, re.IGNORECASE)]
-    return prohibitions or found
+    return tuple(prohibitions or found)
 
 
 def split_task(fmt: str, prompt: str) -> tuple[str, list[str]]:

@@ -114,10 +114,41 @@ def test_a_prompt_without_a_task_tag_loses_the_harness_instruction_blocks():
 
 import re  # noqa: E402
 
-from hypothesis import given  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from clio_acp.agent.recordings import _between  # noqa: E402
+
+_SCOPE_PIECES = [
+    "DO NOT MODIFY: Tests.",
+    "Make changes to non-test files.",
+    "Never change the configuration!",
+    "<pr_description>",
+    "<edit_tests>",
+    "don't edit tests",
+    "\n",
+    " ",
+    "x.",
+    "-",
+    "*",
+]
+
+
+@settings(max_examples=150)
+@given(st.lists(st.lists(st.sampled_from(_SCOPE_PIECES), max_size=8).map("".join), max_size=4))
+def test_remembered_scope_sentences_are_the_computed_ones(templates):
+    """A harness template's scope sentences are remembered (every run of a harness
+    repeats its template): each answer is the computed one whatever was asked before,
+    and a caller changing the list it got changes no later answer."""
+    from clio_acp.agent.recordings import _scope_sentences, _template_scope
+
+    for template in [*templates, *reversed(templates)]:
+        computed = list(_template_scope.__wrapped__(template))
+        got = _scope_sentences(template)
+        assert got == computed
+        got.append("changed by the caller")
+        assert _scope_sentences(template) == computed
+
 
 _TAG_PIECES = st.sampled_from(
     ["<output>", "</output>", "<output_head>", "</output_head>", "\n", "\n\n", "a", " "]
