@@ -322,10 +322,28 @@ def _next_kept_line_start(joined: str, position: int) -> int | None:
     return None
 
 
-def _first_problem_line_start(joined: str) -> int | None:
+# ``_first_problem_line_start`` lowercases a long text a window of whole lines at a
+# time: a problem named early in a huge log is found without folding all of it.
+PROBLEM_WINDOW_CHARS = 65_536
+
+
+def _first_problem_line_start(joined: str, window: int = PROBLEM_WINDOW_CHARS) -> int | None:
     """Offset of the first kept line of ``joined`` naming a problem, or None; the
     text is searched lowercased (``ascii_fold`` first when it is not ASCII: same
-    length, so offsets hold)."""
+    length, so offsets hold), in windows of whole lines of about ``window`` chars."""
+    base = 0
+    while True:
+        cut = joined.find("\n", base + window)
+        end = len(joined) if cut < 0 else cut + 1
+        found = _first_problem_line_in(joined[base:end] if base or end < len(joined) else joined)
+        if found is not None:
+            return base + found
+        if end >= len(joined):
+            return None
+        base = end
+
+
+def _first_problem_line_in(joined: str) -> int | None:
     lowered = (joined if joined.isascii() else ascii_fold(joined)).lower()
     position = 0
     while (match := _PROBLEM_LOWER.search(lowered, position)) is not None:

@@ -850,10 +850,23 @@ def test_problem_line_by_offsets_matches_the_line_by_line_version(text):
     assert _calls._joined_lines(text) == "\n".join(text.splitlines())
 
 
+@given(st.lists(_PROBLEM_PIECES, max_size=16).map("".join), st.integers(1, 12))
+@example("ok\nerror: x\n", 1)
+@example("a:\n\nnext error\n", 2)
+def test_first_problem_line_in_windows_matches_the_whole_text(text, window):
+    joined = _calls._joined_lines(text)
+    whole = _calls._first_problem_line_in(joined)
+    assert _calls._first_problem_line_start(joined, window) == whole
+    assert _calls._first_problem_line_start(joined) == whole
+
+
 def test_problem_line_by_offsets_on_every_recorded_output():
     _calls.clear_caches()
     for output in _recorded_outputs():
         assert _calls._problem_line(output) == _problem_line_by_lines(output)
+        joined = _calls._joined_lines(output)
+        whole = _calls._first_problem_line_in(joined)
+        assert _calls._first_problem_line_start(joined, 1000) == whole
 
 
 def _cut_for_failure_lines(output: str) -> str:
