@@ -211,6 +211,45 @@ def test_rules_tried_at_their_start_words_find_what_a_full_scan_finds(case) -> N
     assert [m.span() for m in _matches(rule, text)] == scanned
 
 
+def _windows_by_lines(text: str, keywords: tuple[str, ...]) -> list[tuple[int, int]]:
+    """Each line holding a keyword (lowercased text, its offsets) and the line after,
+    overlapping windows merged: ``_keyword_windows`` as written before its one-line
+    shortcut."""
+    lowered = text.lower()
+    windows = []
+    for keyword in keywords:
+        at = lowered.find(keyword)
+        while at >= 0:
+            start = text.rfind("\n", 0, at) + 1
+            line_end = text.find("\n", at)
+            next_end = text.find("\n", line_end + 1) if line_end >= 0 else -1
+            end = len(text) if line_end < 0 or next_end < 0 else next_end
+            windows.append((start, end))
+            at = lowered.find(keyword, max(at + 1, line_end if line_end >= 0 else len(text)))
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(windows):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+@settings(max_examples=300, deadline=None)
+@given(_rule_case())
+def test_keyword_windows_of_one_line_and_of_many_match_the_line_by_line_definition(case) -> None:
+    rule, text = case
+    for subject in (text, text.replace("\n", " ")):
+        assert _keyword_windows(subject, rule.keywords) == _windows_by_lines(subject, rule.keywords)
+
+
+def test_literal_head_is_read_from_the_source() -> None:
+    heads = {rule.rule_id: rule.literal_head for rule in _RULES}
+    assert heads["generic-api-key"] is False and heads["jwt"] is False
+    assert all(rule.literal_head == rule.source[:1].isalnum() or rule.source[:1] in "_-"
+               for rule in _RULES)  # fmt: skip
+
+
 def test_corpus_findings_are_the_same_with_start_words() -> None:
     text = "\n".join(_CORPUS_PIECES)
     for rule in _RULES:

@@ -216,6 +216,11 @@ class SecretRule:
             log.warning("secret rule %s left out: %s", self.rule_id, error)
             return None
 
+    @cached_property
+    def literal_head(self) -> bool:
+        """The pattern opens with a literal character (``re`` skips to it by itself)."""
+        return _LITERAL_HEAD.match(self.source) is not None
+
     @property
     def is_template(self) -> bool:
         """gitleaks' "name with keyword, separator, value" template rule."""
@@ -352,11 +357,11 @@ class KeywordScan:
         """The keywords that occur in ``lowered`` (plain substring test, case as given)."""
         if self.run_table is None:
             return self._present_in_runs([run.encode() for run in self.runs.findall(lowered)])
-        runs = set(lowered.encode("ascii", "replace").translate(self.run_table).split())
+        runs = lowered.encode("ascii", "replace").translate(self.run_table).split()
         seen, hits = self.memo[0]
-        if runs <= seen:
+        if seen.issuperset(runs):
             return frozenset().union(*filter(None, map(hits.get, runs)))
-        return self._present_in_runs(runs)
+        return self._present_in_runs(set(runs))
 
     def _present_in_runs(self, runs: Iterable[bytes]) -> frozenset[str]:
         """The keywords of ``runs`` (UTF-8 bytes), remembering the short runs.
@@ -478,7 +483,7 @@ _LITERAL_HEAD = re.compile(r"[A-Za-z0-9_-]")
 
 def _sparse_offsets(rule: SecretRule, text: str, scanned: int) -> list[int] | None:
     """Offsets of ``rule.start_words`` in ``text`` when worth trying one by one, else None."""
-    if not scanned or rule.start_words is None or _LITERAL_HEAD.match(rule.source):
+    if not scanned or rule.start_words is None or rule.literal_head:
         return None
     limit = scanned // _CHARS_PER_ANCHOR
     return word_offsets_up_to(case_fold(text), rule.start_words, limit)
@@ -486,6 +491,11 @@ def _sparse_offsets(rule: SecretRule, text: str, scanned: int) -> list[int] | No
 
 def _keyword_windows(text: str, keywords: tuple[str, ...]) -> list[tuple[int, int]]:
     lowered = text.lower()
+    if "\n" not in text:  # one line: its window is the whole text, if a keyword is in it
+        for keyword in keywords:
+            if keyword in lowered:
+                return [(0, len(text))]
+        return []
     windows: list[tuple[int, int]] = []
     for keyword in keywords:
         at = lowered.find(keyword)

@@ -29,6 +29,7 @@ __all__ = [
 # character (CPython 3.11; ``tests/memory/test_redact_guards.py`` checks every code point).
 _FOLD_TO_ASCII = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
 _FOLDED_CHARS = "\u0130\u0131\u017f\u212a"
+_F0, _F1, _F2, _F3 = _FOLDED_CHARS
 
 
 @lru_cache(maxsize=4)
@@ -45,7 +46,7 @@ def case_fold(text: str) -> str:
 
 def folds_as_lower(text: str) -> bool:
     """True when ``case_fold(text) == text.lower()`` (no ``İ ı ſ K`` in ``text``)."""
-    return text.isascii() or not any(char in text for char in _FOLDED_CHARS)
+    return text.isascii() or not (_F0 in text or _F1 in text or _F2 in text or _F3 in text)
 
 
 def word_offsets(folded: str, words: tuple[str, ...]) -> list[int]:
