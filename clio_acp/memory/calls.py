@@ -973,9 +973,12 @@ def is_state_changing(tool_name: str, args: Any, kind: str | None = None) -> boo
 
 # -- §13 rules tier v2: failure lines, reverts, changed files, environment --------------
 
-_LONG_NUMBER = re.compile(r"\b\d{6,}\b")
-# Measured values (4+ decimals) vary between identical runs of stochastic code.
-_MEASURED = re.compile(r"\b\d+\.\d{4,}\b")
+# ``\b\d{6,}\b``, led by a digit with the ``\b`` checked behind it: the engine skips
+# to digits instead of trying every offset (same matches, ~2x faster on a line).
+_LONG_NUMBER = re.compile(r"\d(?<=\b\d)\d{5,}\b")
+# Measured values (4+ decimals) vary between identical runs of stochastic code:
+# ``\b\d+\.\d{4,}\b``, led by its first digit the same way.
+_MEASURED = re.compile(r"\d(?<=\b\d)\d*\.\d{4,}\b")
 # §13.1: a failure is named by its closing problem lines (runners summarise there).
 FAILURE_LINES = 3
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -306,14 +307,7 @@ _OUTPUT_LINES = st.sampled_from(
 
 def _failure_lines_by_definition(output, exit_code):
     """§13.1 as written: every kept line tested, the last three problem lines."""
-    from clio_acp.memory.calls import (
-        _BANNER,
-        _EXCEPTION_LINE,
-        _LONG_NUMBER,
-        _MEASURED,
-        _PROBLEM_LINE,
-        _mask_volatile,
-    )
+    from clio_acp.memory.calls import _BANNER, _EXCEPTION_LINE, _PROBLEM_LINE, _mask_volatile
 
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     lines = [ln for ln in lines if not ln.startswith(("> ", ">>> ")) and not _BANNER.match(ln)]
@@ -322,6 +316,24 @@ def _failure_lines_by_definition(output, exit_code):
     chosen = [ln for ln in lines if _PROBLEM_LINE.search(ln) or _EXCEPTION_LINE.match(ln)]
     chosen = (chosen or lines)[-3:]
     return tuple(_MEASURED.sub("<x>", _LONG_NUMBER.sub("<n>", _mask_volatile(ln))) for ln in chosen)
+
+
+_LONG_NUMBER = re.compile(r"\b\d{6,}\b")
+_MEASURED = re.compile(r"\b\d+\.\d{4,}\b")
+_NUMBER_PIECES = st.sampled_from(
+    ["1234567", "123456", "12345", "0.12345", "3.1415", "1.234", "٣٣٣٣٣٣", "१२३४५६", "x", "_", "a1",
+     ".", " ", "-", "é", "9", "0", "\n"]
+)  # fmt: skip
+
+
+@given(st.lists(_NUMBER_PIECES, max_size=16).map("".join))
+@example("a1234567 1234567 x0.12345 0.12345_ 12.3456")
+def test_number_masks_led_by_a_digit_match_their_word_bounded_forms(text):
+    from clio_acp.memory.middleware import triggers
+
+    for fast in (_calls._LONG_NUMBER, triggers._LONG_NUMBER):
+        assert fast.sub("<n>", text) == _LONG_NUMBER.sub("<n>", text)
+    assert _calls._MEASURED.sub("<x>", text) == _MEASURED.sub("<x>", text)
 
 
 @given(st.lists(_OUTPUT_LINES, max_size=12).map("\n".join))

@@ -51,7 +51,8 @@ from clio_acp.settings import MemorySettings
 
 __all__ = ["RulesTriggers"]
 
-_LONG_NUMBER = re.compile(r"\b\d{6,}\b")
+# ``\b\d{6,}\b`` led by a digit, the ``\b`` checked behind it (the engine skips to digits).
+_LONG_NUMBER = re.compile(r"\d(?<=\b\d)\d{5,}\b")
 # A problem line that names nothing specific (test-runner summaries, bare words).
 _GENERIC_PROBLEM = re.compile(
     r"^(?:[=*_\-\s]*)(?:(?:some|all|\d+)\s+tests?\s+failed!?|FAILED\s*\(.*\)|"
