@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from clio_acp.memory.calls import (
+    ascii_fold,
     dead_channel_signature,
     environment_signature,
     failure_lines,
@@ -66,6 +67,17 @@ _GENERIC_PROBLEM = re.compile(
 # §13.3 counts a line that states an error (an exception, ``error:``, ``fatal:``),
 # not a tool's report about its data ("(line 1) broken … - path not found").
 _ERRORISH = re.compile(r"\b(?:error|fatal|exception)\b|[a-z](?:Error|Exception)\b", re.IGNORECASE)
+# Whether ``_ERRORISH`` finds something, asked of ``ascii_fold(line).lower()`` (where
+# word characters are [a-z0-9_], so "\b or a letter before" is "no digit or _ before"):
+# led by its words, so the engine skips to "e" and "f" instead of trying every offset.
+_ERRORISH_FOLDED = re.compile(
+    r"error(?<![0-9_]error)\b|exception(?<![0-9_]exception)\b|fatal(?<=\bfatal)\b"
+)
+
+
+def _states_an_error(line: str) -> bool:
+    """``_ERRORISH.search(line)`` as a bool."""
+    return _ERRORISH_FOLDED.search(ascii_fold(line).lower()) is not None
 
 
 @dataclass
@@ -189,7 +201,7 @@ class RulesTriggers:
         if not settings.recurring_problem:
             return []
         line = _LONG_NUMBER.sub("<n>", problem_signature(step.digest))
-        if line == "<empty output>" or _GENERIC_PROBLEM.match(line) or not _ERRORISH.search(line):
+        if line == "<empty output>" or _GENERIC_PROBLEM.match(line) or not _states_an_error(line):
             return []
         return self._s.rules.note_problem(step.step, step.fingerprint, line, RECURRING_WINDOW)
 

@@ -3,7 +3,10 @@ environment, recurring_problem."""
 
 from __future__ import annotations
 
-from clio_acp.memory.middleware import MemoryMiddleware, StopTurn, ToolCall, ToolOutcome
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from clio_acp.memory.middleware import MemoryMiddleware, StopTurn, ToolCall, ToolOutcome, triggers
 from clio_acp.memory.telemetry import MemorySinkList
 from clio_acp.settings import MemorySettings
 
@@ -191,3 +194,18 @@ def test_every_rules_reminder_fits_300_chars_with_long_commands():
     run(mw, bash(long_command), long_error)
     (note,) = run(mw, bash(long_command), long_error, "t2")
     assert len(note.text) <= 300 and note.text.startswith(f"Memory: [{note.cited[0]}]")
+
+
+# -- fast paths that must equal their definitions (issue 18) --------------------------
+
+_ERRORISH_PIECES = st.sampled_from(
+    ["error", "Error", "ERROR", "fatal", "Fatal", "exception", "Exception", "EXCEPTION",
+     "exceptıon", "exceptİon", "ſ", "K", "a", "Z", "9", "_", "é", "٣", " ", ".", ":", "-", "\n"]
+)  # fmt: skip
+
+
+@given(st.lists(_ERRORISH_PIECES, max_size=12).map("".join))
+@example("ValueError: x")
+@example("1error 9fatal _exception")
+def test_error_statement_check_matches_the_case_insensitive_search(line):
+    assert triggers._states_an_error(line) == bool(triggers._ERRORISH.search(line))
