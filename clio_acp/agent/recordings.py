@@ -366,9 +366,15 @@ def iter_recordings(
         )
     try:
         if fmt == "openhands":
-            yield from _iter_openhands(path, part, first=document)
+            found: Iterator[Recording] = _iter_openhands(path, part, first=document)
         elif part is None or part[0] == 0:
-            yield from (_load_mini(path, document) if document is not None else loaders[fmt](path))
+            found = iter(_load_mini(path, document) if document is not None else loaders[fmt](path))
+        else:
+            found = iter(())
+        # What detection parsed is not kept alive while the caller replays: every
+        # garbage collection there would walk the whole document again.
+        del document
+        yield from found
     except RecordingFormatError:
         raise
     except _LOAD_ERRORS as exc:
@@ -561,9 +567,9 @@ def _iter_openhands(
             if not line.strip():
                 continue
             ordinal += 1
+            parsed, first = (first if ordinal == 0 else None), None  # detection's parse of line 1
             if part is not None and ordinal % part[1] != part[0]:
                 continue
-            parsed = first if ordinal == 0 and first is not None else None
             found = True
             try:
                 recording = _openhands_recording(path, line_no, line, parsed)
@@ -573,6 +579,7 @@ def _iter_openhands(
                 raise RecordingFormatError(
                     f"{path}:{line_no}: not a valid OpenHands record: {exc}"
                 ) from exc
+            del parsed  # not kept alive while the caller replays (see iter_recordings)
             yield recording
     if not found and part is None:
         raise RecordingFormatError(f"{path}: no OpenHands records")

@@ -307,6 +307,43 @@ async def test_replay_file_replays_instances_one_by_one_and_drops_each(tmp_path,
         await replay_module.replay_file(openhands_instances_file(tmp_path, 4, bad_line=4))
 
 
+def test_what_detection_parsed_is_not_kept_while_a_recording_is_replayed(monkeypatch, tmp_path):
+    """The document parsed to tell a file's format (a whole mini-swe-agent run, an
+    OpenHands file's first instance) is let go before the recording is handed out:
+    kept in the suspended reader, every garbage collection of the replay walked it."""
+    import gc
+    import weakref
+
+    from clio_acp.agent import recordings
+
+    class Parsed(dict):  # a dict that can be watched
+        pass
+
+    watched: list[weakref.ref] = []
+
+    def watching(read):
+        def parse(path):
+            value = read(path)
+            if isinstance(value, dict):
+                value = Parsed(value)
+                watched.append(weakref.ref(value))
+            return value
+
+        return parse
+
+    monkeypatch.setattr(recordings, "_read_document", watching(recordings._read_document))
+    monkeypatch.setattr(recordings, "_first_json_line", watching(recordings._first_json_line))
+    mini = TRAJ / "mini-swe-agent-gemini3-swebv" / "astropy__astropy-12907.traj.json"
+    for path in (mini, openhands_instances_file(tmp_path, 3)):
+        watched.clear()
+        reader = recordings.iter_recordings(path)
+        first = next(reader)
+        gc.collect()
+        assert first.calls and len(watched) == 1
+        assert watched[0]() is None, path.name
+        reader.close()
+
+
 @given(
     st.lists(
         st.sampled_from(
