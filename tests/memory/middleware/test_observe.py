@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import example, given
+from hypothesis import strategies as st
+
 from clio_acp.memory.middleware import (
     RESTORE_PREFIX,
     AnnotateToolResult,
@@ -13,6 +16,7 @@ from clio_acp.memory.middleware import (
     StopTurn,
     ToolCall,
     ToolOutcome,
+    observe,
 )
 from clio_acp.memory.telemetry import MemorySinkList, TelemetrySink, parse_step_line
 from clio_acp.settings import MemorySettings, Settings
@@ -526,3 +530,18 @@ def test_last_command_written_on_read_equals_the_eager_line():
     )
     rules().last_command = "set by hand"
     assert rules().export()["lastCommand"] == "set by hand"
+
+
+# -- fast paths that must equal their definitions (issue 18) --------------------------
+
+_MISSING_PIECES = st.sampled_from(
+    ["No such file or directory", "NO SUCH FILE OR DIRECTORY", "not a git repository",
+     "Not A Git Repoſitory", "cannot access", "does not exıst", "does not exİst", "not found",
+     "NOT FOUND", "not  found", "notfound", "K", "é", " ", "x", ":", "\n"]
+)  # fmt: skip
+
+
+@given(st.lists(_MISSING_PIECES, max_size=8).map("".join))
+@example("cd: x: No such file or directory")
+def test_missing_state_check_matches_the_case_insensitive_search(text):
+    assert observe._says_missing(text) == bool(observe._MISSING_STATE.search(text))
