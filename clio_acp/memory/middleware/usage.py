@@ -11,9 +11,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from clio_acp.memory.spend import UsageFigures, UsageRow, UsageTiming, append_usage_row
+if TYPE_CHECKING:
+    from clio_acp.memory.spend import UsageRow
 
 __all__ = ["PerCallUsage", "StepUsage", "UsageAccounting", "answered_route"]
 
@@ -59,6 +60,10 @@ class UsageAccounting:
             )
             if self.usage_path is None:
                 return
+            # Here, not at import: replay and rules-only sessions never write usage, and
+            # the row's module brings the file lock (~15 ms of every replay start).
+            from clio_acp.memory.spend import UsageFigures, UsageRow, UsageTiming
+
             row = UsageRow(
                 session_id=origin_session or "",
                 repo_identity=self.repo_identity,
@@ -89,6 +94,8 @@ class UsageAccounting:
 
 def _append_off_loop(path: Any, row: UsageRow) -> asyncio.Future[None] | None:
     """Append on an executor thread when a loop runs (the future), else right here."""
+    from clio_acp.memory.spend import append_usage_row
+
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
