@@ -202,13 +202,13 @@ def redact_secrets_text(text: str, tally: RedactionTally | None = None) -> str:
     specific, generic = _vendored_of(words.present)
     ruleset = load_ruleset()
     out, count = _spec_shapes(text, words)
-    out, n = _apply_vendored(ruleset, specific, out)
+    out, n = _apply_vendored(ruleset, specific, out, words if not count else None)
     count += n
     out, n = _assignments(out, words if not count else None)
     count += n
     out, n = _extra_shapes(out, words if not count else None)
     count += n
-    out, n = _apply_vendored(ruleset, generic, out)
+    out, n = _apply_vendored(ruleset, generic, out, words if not count else None)
     count += n
     out, n = _replace_spans(out, token_spans(out), TOKEN_KIND)
     count += n
@@ -243,7 +243,9 @@ class _Words:
 @cache
 def _word_scan() -> KeywordScan:
     """One scan for the vendored keywords and the words of every guard below."""
-    words = (*load_ruleset().keywords, *_SPEC_HEADS, *_GUARD_WORDS, *_SCANNED_NEEDLES)
+    ruleset = load_ruleset()
+    starts = [w for r in ruleset.rules if r.start_words_scanned for w in r.start_words or ()]
+    words = (*ruleset.keywords, *_SPEC_HEADS, *_GUARD_WORDS, *_SCANNED_NEEDLES, *starts)
     return KeywordScan.build(tuple(dict.fromkeys(words)))
 
 
@@ -419,12 +421,18 @@ def _secret_spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int]]:
     return [m.span("secret") for m in pattern.finditer(text) if m.group("secret")]
 
 
-def _apply_vendored(ruleset: Ruleset, rules: Iterable[Any], text: str) -> tuple[str, int]:
+def _apply_vendored(
+    ruleset: Ruleset, rules: Iterable[Any], text: str, words: _Words | None = None
+) -> tuple[str, int]:
+    """The ``rules`` in order: (text, replacements). ``words``: those of ``text``, or
+    None; their case-folded set answers the rules' start words until a replacement."""
     count = 0
     for rule in rules:
         if rule.pattern is None:
             continue
-        text, n = _replace_spans(text, list(ruleset.secret_spans(rule, text)), rule.rule_id)
+        folded_words = words.folded if words is not None and not count else None
+        spans = list(ruleset.secret_spans(rule, text, folded_words))
+        text, n = _replace_spans(text, spans, rule.rule_id)
         count += n
     return text, count
 

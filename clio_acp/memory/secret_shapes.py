@@ -16,7 +16,7 @@ import string
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from clio_acp.memory.secret_rules import shannon_entropy
+from clio_acp.memory.secret_rules import SCAN_WORD, shannon_entropy
 from clio_acp.memory.secret_rules.anchors import pattern_start_words
 
 __all__ = [
@@ -30,11 +30,6 @@ __all__ = [
     "Guard",
     "token_spans",
 ]
-
-
-# A word ``redact`` may look for with the vendored keywords, in one scan of the text's
-# runs of such characters (``secret_rules.KeywordScan``).
-SCAN_WORD = re.compile(r"[a-z0-9_.-]{2,}")
 
 
 @dataclass(frozen=True)

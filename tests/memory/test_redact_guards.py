@@ -271,3 +271,17 @@ def test_quoted_assignment_starts_are_read_from_its_pattern() -> None:
     starts = set(QUOTED_ASSIGNMENT_STARTS)
     assert starts >= {"api", "secret", "token", "pass", "pwd", "credential", "auth", "access"}
     assert "private" in starts
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "auth ok\ntoken => 9fQ2xL7pW3mZ8rT1vB6n",  # the second start word present holds it
+        "token ok\n\u017fecret => 9fQ2xL7pW3mZ8rT1vB6n",  # ſ: "secret" only in the folded text
+    ],
+)
+def test_start_words_from_the_word_scan_keep_every_finding(text: str) -> None:
+    tally = redact.RedactionTally()
+    redacted = redact.redact_secrets_text(text, tally)
+    assert "9fQ2xL7pW3mZ8rT1vB6n" not in redacted
+    assert (redacted, tally.count) == _by_guards(text)

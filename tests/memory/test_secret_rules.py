@@ -250,6 +250,26 @@ def test_literal_head_is_read_from_the_source() -> None:
                for rule in _RULES)  # fmt: skip
 
 
+@settings(max_examples=300, deadline=None)
+@given(_rule_case())
+def test_start_words_known_from_a_word_scan_find_what_searching_for_them_finds(case) -> None:
+    rule, text = case
+    folded = case_fold(text)
+    found = frozenset(w for w in (rule.start_words or ()) if w in folded) | {"zz", "unrelated"}
+    assert [m.span() for m in _matches(rule, text, found)] == [
+        m.span() for m in _matches(rule, text)
+    ]
+    ruleset = load_ruleset()
+    assert list(ruleset.secret_spans(rule, text, found)) == list(ruleset.secret_spans(rule, text))
+
+
+def test_start_words_scanned_only_when_each_is_a_scan_word() -> None:
+    scanned = {rule.rule_id: rule.start_words_scanned for rule in _RULES}
+    assert scanned["jwt"] and scanned["generic-api-key"] and scanned["vault-service-token"]
+    assert not scanned["microsoft-teams-webhook"]  # "https://"
+    assert not any(scanned[r.rule_id] for r in _RULES if r.start_words is None)
+
+
 def test_corpus_findings_are_the_same_with_start_words() -> None:
     text = "\n".join(_CORPUS_PIECES)
     for rule in _RULES:

@@ -40,6 +40,7 @@ from clio_acp.memory.secret_rules.anchors import (
 
 __all__ = [
     "RULES_FILE",
+    "SCAN_WORD",
     "Allowlist",
     "KeywordScan",
     "Ruleset",
@@ -217,6 +218,13 @@ class SecretRule:
             return None
 
     @cached_property
+    def start_words_scanned(self) -> bool:
+        """Every start word is a ``SCAN_WORD`` (a scan of the text's words finds them)."""
+        return self.start_words is not None and all(
+            SCAN_WORD.fullmatch(word) for word in self.start_words
+        )
+
+    @cached_property
     def literal_head(self) -> bool:
         """The pattern opens with a literal character (``re`` skips to it by itself)."""
         return _LITERAL_HEAD.match(self.source) is not None
@@ -289,12 +297,16 @@ class Ruleset:
         """Every rule keyword (lowercase), once each."""
         return tuple(self._by_keyword)
 
-    def secret_spans(self, rule: SecretRule, text: str) -> Iterator[tuple[int, int]]:
+    def secret_spans(
+        self, rule: SecretRule, text: str, folded_words: frozenset[str] | None = None
+    ) -> Iterator[tuple[int, int]]:
         """Spans of ``text`` that ``rule`` reports as secrets after its entropy floor
-        (and gitleaks' digit requirement for ``generic-*`` rules) and allowlists."""
+        (and gitleaks' digit requirement for ``generic-*`` rules) and allowlists.
+        ``folded_words``: the ``SCAN_WORD``s that occur in ``case_fold(text)``, at least
+        the rule's start words that do (they then spare searching for the others)."""
         if rule.pattern is None:
             return
-        for match in _matches(rule, text):
+        for match in _matches(rule, text, folded_words):
             span = rule.secret_span(match)
             if span is None:
                 continue
@@ -394,6 +406,9 @@ class KeywordScan:
 
 _MEMO_RUN_CHARS = 64
 _MEMO_ENTRIES = 8192
+# A word the redactor looks for in one ``KeywordScan`` of a text's runs, with the rule
+# keywords: lowercase, at least two characters, none of them a separator.
+SCAN_WORD = re.compile(r"[a-z0-9_.-]{2,}")
 
 
 def _run_table(alphabet: str) -> bytes | None:
@@ -439,7 +454,9 @@ def _subtree_regex(node: dict[str, dict]) -> str:
 _KEYWORD_TEMPLATE_PREFIX = r"(?i)[\w.-]{0,50}?(?:"
 
 
-def _matches(rule: SecretRule, text: str) -> Iterator[re.Match[str]]:
+def _matches(
+    rule: SecretRule, text: str, folded_words: frozenset[str] | None = None
+) -> Iterator[re.Match[str]]:
     """``rule.pattern.finditer(text)``; for template rules only on the lines holding a
     keyword (and the line after, for a value on the next line). Python's engine
     backtracks where Go's RE2 does not: scanning a 50 KB file with the template at
@@ -450,17 +467,22 @@ def _matches(rule: SecretRule, text: str) -> Iterator[re.Match[str]]:
     ``re`` already skips to by its literal head, or dense start words, are scanned.
     Both ways find the same matches."""
     assert rule.pattern is not None
-    if rule.start_words is not None and not _holds_any(case_fold(text), rule.start_words):
+    words = rule.start_words
+    if words is not None and folded_words is not None and rule.start_words_scanned:
+        words = tuple(word for word in words if word in folded_words)
+        if not words:
+            return  # no match can start anywhere
+    elif words is not None and not _holds_any(case_fold(text), words):
         return  # no match can start anywhere
     if not rule.is_template:
-        offsets = _sparse_offsets(rule, text, len(text))
+        offsets = _sparse_offsets(rule, text, len(text), words)
         if offsets is None:
             yield from rule.pattern.finditer(text)
         else:
             yield from anchored_finditer(rule.pattern, text, offsets, len(text))
         return
     windows = _keyword_windows(text, rule.keywords)
-    offsets = _sparse_offsets(rule, text, sum(end - start for start, end in windows))
+    offsets = _sparse_offsets(rule, text, sum(end - start for start, end in windows), words)
     for start, end in windows:
         if offsets is None:
             yield from rule.pattern.finditer(text, start, end)
@@ -481,12 +503,15 @@ _CHARS_PER_ANCHOR = 8
 _LITERAL_HEAD = re.compile(r"[A-Za-z0-9_-]")
 
 
-def _sparse_offsets(rule: SecretRule, text: str, scanned: int) -> list[int] | None:
-    """Offsets of ``rule.start_words`` in ``text`` when worth trying one by one, else None."""
-    if not scanned or rule.start_words is None or rule.literal_head:
+def _sparse_offsets(
+    rule: SecretRule, text: str, scanned: int, words: tuple[str, ...] | None
+) -> list[int] | None:
+    """Offsets of ``words`` (``rule.start_words``, or those of them in the text) in
+    ``text`` when worth trying one by one, else None."""
+    if not scanned or words is None or rule.literal_head:
         return None
     limit = scanned // _CHARS_PER_ANCHOR
-    return word_offsets_up_to(case_fold(text), rule.start_words, limit)
+    return word_offsets_up_to(case_fold(text), words, limit)
 
 
 def _keyword_windows(text: str, keywords: tuple[str, ...]) -> list[tuple[int, int]]:
