@@ -62,6 +62,8 @@ def well_formed_text(text: str) -> str:
     """``text`` with every lone surrogate code point replaced by U+FFFD, so that it
     can always be encoded as UTF-8. Paired surrogates never reach a ``str`` from
     ``json.loads`` (it combines them), so each surrogate left is a lone one."""
+    if text.isascii():  # O(1): no surrogate in it, nothing to scan
+        return text
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 

@@ -450,3 +450,13 @@ def test_eviction_order_is_touched_then_created_then_id():
         assert _EVICTION_ORDER(entry) == (entry.last_touched_at, entry.created_at, entry.id)
     # same touch: the older creation goes first although its id sorts later
     assert min(entries, key=_EVICTION_ORDER).id == "tm-p-2"
+
+
+@given(
+    st.lists(st.sampled_from(["a", " ", "\ud800", "\udfff", "\U0001f600", "é", "\n"])).map("".join)
+)
+def test_well_formed_text_replaces_exactly_the_lone_surrogates(text):
+    from clio_acp.memory import bank
+
+    assert bank.well_formed_text(text) == bank._LONE_SURROGATE.sub("\ufffd", text)
+    assert bank.well_formed_text("plain ascii") == "plain ascii"
