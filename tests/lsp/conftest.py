@@ -9,14 +9,16 @@ initialized on a fresh workspace folder. Tests wait on notifications, never slee
 a fixed time to let something happen.
 
 Tests that are not about the process (its lifecycle, its stdout, what ``initialize``
-does with its options) share one server per module and capability set:
-``shared_client`` is that server moved onto the test's own workspace folder
-(``workspace/didChangeWorkspaceFolders``), with the default options plus
-``shared_options`` (``workspace/didChangeConfiguration``), no session bound, the
-client's records cleared and the durable memory store empty. Such a module marks its
-tests ``pytest.mark.asyncio(loop_scope="module")``; its data/state/config folders are
-the server's (``server_home``), so ``isolated_dirs`` and ``install_settings`` point at
-what the server reads.
+does with its options) share one server per capability set and test process (an
+xdist worker runs several modules): ``shared_client`` is that server moved onto the
+test's own workspace folder (``workspace/didChangeWorkspaceFolders``), with the
+default options plus ``shared_options`` (``workspace/didChangeConfiguration``), no
+session bound, the client's records cleared, the durable memory store empty and no
+settings file left by an earlier test. Such a module marks its tests
+``pytest.mark.asyncio(loop_scope="session")`` (the server lives on the session's event
+loop; ``shared_client`` fails a test on another loop); its data/state/config folders
+are the server's (``server_home``), so ``isolated_dirs`` and ``install_settings`` point
+at what the server reads.
 """
 
 from __future__ import annotations
@@ -157,11 +159,11 @@ async def client(lsp: LanguageClient, client_name: str, workspace: Path) -> Lang
     return lsp
 
 
-# -- one server per module --------------------------------------------------------
+# -- one server per capability set --------------------------------------------------------
 
 
 class SharedServer:
-    """One ``clio-acp lsp`` for a module's tests with one capability set.
+    """One ``clio-acp lsp`` for the tests of one capability set.
 
     ``checkout(workspace, options)`` hands a test the client in the state a fresh
     server would be in after ``initialize`` on ``workspace`` with ``options``, except
@@ -232,7 +234,10 @@ class SharedServer:
         self.folder = workspace
 
     async def checkin(self) -> None:
-        """End whatever turn and session the test left (a dead server stays dead)."""
+        """End whatever turn and session the test left (a dead server stays dead) and
+        remove the settings file it may have installed (the next test, perhaps of
+        another module, starts without one, as in a fresh server's folders)."""
+        (self.home["config"] / "settings.yaml").unlink(missing_ok=True)
         client = self.client
         if client is None or not self._alive():
             return
@@ -277,19 +282,34 @@ def shared_client_name(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def shared_servers() -> AsyncIterator[dict[str, SharedServer]]:
+    """This process's shared servers by capability set (filled by ``shared_server``),
+    stopped at the end of the run."""
+    servers: dict[str, SharedServer] = {}
+    yield servers
+    for server in servers.values():
+        await server.stop()
+
+
 @pytest.fixture(scope="module")
-def server_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def shared_server(
+    shared_servers: dict[str, SharedServer],
+    shared_client_name: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> SharedServer:
+    """The server of the module's capability set, shared with every other module of
+    this process that uses the same set (it starts at its first checkout)."""
+    if shared_client_name not in shared_servers:
+        home = make_home(tmp_path_factory.mktemp("server-home"))
+        shared_servers[shared_client_name] = SharedServer(shared_client_name, home)
+    return shared_servers[shared_client_name]
+
+
+@pytest.fixture(scope="module")
+def server_home(shared_server: SharedServer) -> dict[str, Path]:
     """The shared server's data/state/config/cache folders."""
-    return make_home(tmp_path_factory.mktemp("server-home"))
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def shared_server(
-    shared_client_name: str, server_home: dict[str, Path]
-) -> AsyncIterator[SharedServer]:
-    server = SharedServer(shared_client_name, server_home)
-    yield server
-    await server.stop()
+    return shared_server.home
 
 
 @pytest.fixture
@@ -298,13 +318,28 @@ def shared_options() -> dict[str, Any]:
     return {}
 
 
-@pytest_asyncio.fixture(loop_scope="module")
+@pytest_asyncio.fixture(loop_scope="session")
 async def shared_client(
-    shared_server: SharedServer, workspace: Path, shared_options: dict[str, Any]
+    shared_server: SharedServer,
+    workspace: Path,
+    shared_options: dict[str, Any],
+    request: pytest.FixtureRequest,
 ) -> AsyncIterator[LanguageClient]:
+    require_session_loop(request)
     client = await shared_server.checkout(workspace, shared_options)
     yield client
     await shared_server.checkin()
+
+
+def require_session_loop(request: pytest.FixtureRequest) -> None:
+    """A shared server lives on the session's event loop; a test on another loop could
+    not await its answers."""
+    marker = request.node.get_closest_marker("asyncio")
+    if marker is None or marker.kwargs.get("loop_scope") != "session":
+        pytest.fail(
+            f"{request.node.nodeid} uses a shared server: mark it "
+            'pytest.mark.asyncio(loop_scope="session")'
+        )
 
 
 @pytest.fixture(autouse=True)

@@ -30,7 +30,7 @@ from tests.lsp.conftest import (
 from tests.support.model_server import Reply, ToolCall
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ SLOW_STREAM = Reply(text=["word "] * 400, chunk_delay=0.05)  # ~20 s unless canc
 
 @pytest.fixture
 def client(shared_client: LanguageClient) -> LanguageClient:
-    """One server for the module (``shared_client``); the shutdown test has its own."""
+    """The shared server (``shared_client``); the shutdown test has its own."""
     return shared_client
 
 

@@ -3,7 +3,7 @@
 (or message) and never by range, and one source action listing every pending proposal.
 
 Proposals are real unapproved records in ``<data>/memory/records.json`` (the durable
-store). The tests share one server per module (``shared_client``), so the records are
+store). The tests share one server (``shared_client``), so the records are
 written after it started; the one test with its own server (an old client's
 capabilities) writes them before it starts.
 """
@@ -23,7 +23,7 @@ from clio_acp.paths import resolve_paths
 from clio_acp.timestamps import format_timestamp
 from tests.lsp.conftest import DIAGNOSTICS, execute, initialize_params, raw_request, wait_for
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 @pytest.fixture

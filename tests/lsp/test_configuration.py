@@ -15,7 +15,7 @@ from pytest_lsp import LanguageClient, client_capabilities
 from tests.lsp.conftest import NEUTRAL_CLIENT, SHOW_MESSAGE, initialize_params, wait_for
 
 pytestmark = pytest.mark.asyncio
-SHARED = pytest.mark.asyncio(loop_scope="module")
+SHARED = pytest.mark.asyncio(loop_scope="session")
 
 
 @pytest.fixture

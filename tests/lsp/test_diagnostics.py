@@ -26,12 +26,12 @@ from tests.lsp.conftest import (
 from tests.support.model_server import Reply, ToolCall
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 @pytest.fixture
 def client(shared_client: LanguageClient) -> LanguageClient:
-    """One server for the module (``shared_client``): each test its own workspace."""
+    """The shared server (``shared_client``): each test its own workspace."""
     return shared_client
 
 

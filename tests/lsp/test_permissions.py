@@ -13,7 +13,7 @@ from pytest_lsp import LanguageClient
 from tests.lsp.conftest import NEUTRAL_CLIENT, execute
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def shared_client_name() -> str:
 
 @pytest.fixture
 def client(shared_client: LanguageClient) -> LanguageClient:
-    """One server for the module (``shared_client``): each test its own workspace."""
+    """The shared server (``shared_client``): each test its own workspace."""
     return shared_client
 
 

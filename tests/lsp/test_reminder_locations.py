@@ -21,7 +21,7 @@ from pytest_lsp import LanguageClient, client_capabilities
 from tests.lsp.conftest import DIAGNOSTICS, NEUTRAL_CLIENT, execute, initialize_params, wait_for
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 SOURCE = "import os\n\n    value = undefined_name  # 😀\n"
 BAD = "src/bäd_😀.py"
@@ -31,7 +31,7 @@ CHECKER = f"printf '%s\\n' '{BAD}:3:5: error: Name \"undefined_name\" is not def
 
 @pytest.fixture
 def client(shared_client: LanguageClient) -> LanguageClient:
-    """One server for the module (``shared_client``); the UTF-8 test has its own."""
+    """The shared server (``shared_client``); the UTF-8 test has its own."""
     return shared_client
 
 

@@ -26,7 +26,7 @@ from tests.lsp.conftest import (
 )
 from tests.support.model_server import Reply
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def shared_client_name() -> str:
 
 @pytest.fixture
 def client(shared_client: LanguageClient) -> LanguageClient:
-    """One server for the module (``shared_client``): each test its own workspace."""
+    """The shared server (``shared_client``): each test its own workspace."""
     return shared_client
 
 

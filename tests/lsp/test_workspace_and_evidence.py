@@ -17,7 +17,7 @@ from clio_acp.session.journal import Journal
 from tests.lsp.conftest import DIAGNOSTICS, NEUTRAL_CLIENT, execute, wait_for
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def shared_client_name() -> str:
 
 @pytest.fixture
 def client(shared_client: LanguageClient) -> LanguageClient:
-    """One server for the module (``shared_client``): each test its own workspace."""
+    """The shared server (``shared_client``): each test its own workspace."""
     return shared_client
 
 
