@@ -1,29 +1,34 @@
 """Shared helpers of the ACP face suites: a workspace folder, a client with every tool
 capability, and the first two requests of a session (SDK client or raw wire).
 
-Tests that are not about the process share one ``clio-acp acp`` per module: ``agent``
-is that agent (already initialized with the module's ``agent_capabilities``) with its
-recording client and the module's scripted model server reset for the test; each test
-opens its own sessions (``session/new`` in its own workspace), and the sessions it
-leaves are closed after it. The agent's settings are the module's
-(``agent_settings``, written before it starts: a settings change would be a live
-reload). Such a module marks its tests ``pytest.mark.asyncio(loop_scope="module")``;
-its ``model_server`` and data/state/config folders are the agent's.
+Tests that are not about the process share one ``clio-acp acp`` per configuration
+and test process (an xdist worker runs several modules): ``agent`` is the agent of
+the module's ``agent_settings`` and ``agent_capabilities`` (written before it starts
+and given at ``initialize``: a settings change would be a live reload), with its
+recording client and its scripted model server reset for the test; each test opens
+its own sessions (``session/new`` in its own workspace), and the sessions it leaves
+are closed after it. Such a module marks its tests
+``pytest.mark.asyncio(loop_scope="session")`` (the agent lives on the session's event
+loop; ``agent`` fails a test on another loop); its ``model_server`` and
+data/state/config folders are the agent's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from acp import RequestError
 from acp.schema import ClientCapabilities, FileSystemCapabilities
 
+from clio_acp.acp.errors import RESOURCE_NOT_FOUND
 from tests.conftest import make_home
 from tests.support.acp_client import RawPeer, RecordingClient, acp_agent
 from tests.support.model_server import DEFAULT_MODEL, ScriptedModelServer, running_server
@@ -67,21 +72,58 @@ async def init_new(peer: RawPeer, cwd: Any) -> tuple[str, list[dict]]:
     return new["result"]["sessionId"], before
 
 
-# -- one agent per module ------------------------------------------------------------
+# -- one agent per configuration ----------------------------------------------------
 
 
 @dataclass
 class SharedAgent:
-    """The module's agent: the SDK connection, its recording client, the process."""
+    """A shared agent: the SDK connection, its recording client, the process, its
+    data/state/config/cache folders and the scripted model server its settings name."""
 
     conn: Any
     client: RecordingClient
     proc: asyncio.subprocess.Process
+    home: dict[str, Path]
+    model: ScriptedModelServer
 
     async def new_session(self, cwd: Path, **kwargs: Any) -> Any:
         """``session/new`` in ``cwd`` (no MCP servers unless given)."""
         kwargs.setdefault("mcp_servers", [])
         return await self.conn.new_session(cwd=str(cwd), **kwargs)
+
+
+class AgentPool:
+    """This process's shared agents, one per (settings, client capabilities): those
+    fix the agent for good (settings are read at start and reloaded by a watcher,
+    capabilities are given at ``initialize``), so modules that agree on them share
+    one. Everything is stopped by ``aclose``."""
+
+    def __init__(self, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._tmp = tmp_path_factory
+        self._stack = contextlib.AsyncExitStack()
+        self._agents: dict[str, SharedAgent] = {}
+
+    async def get(self, settings: dict[str, Any], capabilities: ClientCapabilities) -> SharedAgent:
+        key = json.dumps(
+            [settings, capabilities.model_dump(mode="json", by_alias=True)], sort_keys=True
+        )
+        if key not in self._agents:
+            self._agents[key] = await self._start(settings, capabilities)
+        return self._agents[key]
+
+    async def _start(
+        self, settings: dict[str, Any], capabilities: ClientCapabilities
+    ) -> SharedAgent:
+        home = make_home(self._tmp.mktemp("agent-home"))
+        model = self._stack.enter_context(running_server())
+        model.install_settings(home["config"], **settings)
+        env = {f"CLIO_ACP_{name.upper()}_DIR": str(path) for name, path in home.items()}
+        conn, client, proc = await self._stack.enter_async_context(acp_agent(env=env))
+        await conn.initialize(protocol_version=1, client_capabilities=capabilities)
+        return SharedAgent(conn, client, proc, home, model)
+
+    async def aclose(self) -> None:
+        await self._stack.aclose()
 
 
 def _fresh_client(client: RecordingClient) -> None:
@@ -105,12 +147,6 @@ def _fresh_model(server: ScriptedModelServer) -> None:
 
 
 @pytest.fixture(scope="module")
-def agent_home(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The shared agent's data/state/config/cache folders."""
-    return make_home(tmp_path_factory.mktemp("agent-home"))
-
-
-@pytest.fixture(scope="module")
 def agent_settings() -> dict[str, Any]:
     """``install_settings`` arguments for the shared agent; override per module."""
     return {"memory": False}
@@ -123,45 +159,67 @@ def agent_capabilities() -> ClientCapabilities:
     return ClientCapabilities()
 
 
-@pytest.fixture(scope="module")
-def shared_model(
-    agent_home: dict[str, Path], agent_settings: dict[str, Any]
-) -> Iterator[ScriptedModelServer]:
-    with running_server() as server:
-        server.install_settings(agent_home["config"], **agent_settings)
-        yield server
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def agent_pool(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[AgentPool]:
+    pool = AgentPool(tmp_path_factory)
+    yield pool
+    await pool.aclose()
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def shared_agent(
-    agent_home: dict[str, Path],
-    shared_model: ScriptedModelServer,
+    agent_pool: AgentPool,
+    agent_settings: dict[str, Any],
     agent_capabilities: ClientCapabilities,
-) -> AsyncIterator[SharedAgent]:
-    env = {f"CLIO_ACP_{name.upper()}_DIR": str(path) for name, path in agent_home.items()}
-    async with acp_agent(env=env) as (conn, client, proc):
-        await conn.initialize(protocol_version=1, client_capabilities=agent_capabilities)
-        yield SharedAgent(conn, client, proc)
+) -> SharedAgent:
+    """The agent of the module's settings and capabilities, shared with every other
+    module of this process that has the same."""
+    return await agent_pool.get(agent_settings, agent_capabilities)
 
 
-@pytest_asyncio.fixture(loop_scope="module")
-async def agent(shared_agent: SharedAgent, model_server: ScriptedModelServer):
-    """The module's agent for one test (``model_server`` is the module's, reset)."""
-    assert shared_agent.proc.returncode is None, "an earlier test of this module ended the agent"
+@pytest.fixture(scope="module")
+def agent_home(shared_agent: SharedAgent) -> dict[str, Path]:
+    """The shared agent's data/state/config/cache folders."""
+    return shared_agent.home
+
+
+@pytest.fixture(scope="module")
+def shared_model(shared_agent: SharedAgent) -> ScriptedModelServer:
+    """The scripted model server the shared agent's settings name."""
+    return shared_agent.model
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def agent(
+    shared_agent: SharedAgent, model_server: ScriptedModelServer, request: pytest.FixtureRequest
+):
+    """The shared agent for one test (``model_server`` is its model server, reset)."""
+    marker = request.node.get_closest_marker("asyncio")
+    if marker is None or marker.kwargs.get("loop_scope") != "session":
+        pytest.fail(
+            f"{request.node.nodeid} uses a shared agent: mark it "
+            'pytest.mark.asyncio(loop_scope="session")'
+        )
+    assert shared_agent.proc.returncode is None, "an earlier test on this shared agent ended it"
     _fresh_client(shared_agent.client)
     yield shared_agent
     await _close_sessions(shared_agent)
 
 
 async def _close_sessions(agent: SharedAgent) -> None:
-    """``session/close`` for every session the test heard of (ends running turns)."""
+    """``session/close`` for every session the test heard of (ends running turns); one
+    the test closed itself is "not found". Any other error fails the test's teardown:
+    the session would stay open for the tests after it."""
     if agent.proc.returncode is not None:
         return
     seen = {p.get("sessionId") for p in agent.client.raw_updates} - {None}
     seen |= {r["sessionId"] for r in agent.client.permission_requests}
     for sid in sorted(seen):
-        with contextlib.suppress(Exception):
+        try:
             await agent.conn.close_session(session_id=sid)
+        except RequestError as error:
+            if error.code != RESOURCE_NOT_FOUND:
+                raise
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from tests.support.acp_client import RawPeer
 from tests.support.model_server import Reply, ToolCall
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
 
 @pytest.fixture(scope="module")

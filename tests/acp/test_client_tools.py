@@ -15,7 +15,7 @@ from tests.acp.conftest import ALL_TOOLS, SharedAgent, start_session
 from tests.support.acp_client import acp_agent
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from tests.conftest import REPO_ROOT
 from tests.support.model_server import Reply, ToolCall
 from tests.support.waiting import process_gone, wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
 
 def _demo(pid_file: Path | None = None, name: str = "demo") -> McpServerStdio:

@@ -14,7 +14,7 @@ from tests.acp.conftest import ALL_TOOLS, SharedAgent, init_new, req
 from tests.support.acp_client import RawPeer
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
 
 @pytest.fixture(scope="module")

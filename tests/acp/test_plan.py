@@ -12,7 +12,7 @@ from acp import text_block
 from tests.acp.conftest import SharedAgent
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
 
 def _plan(*items: tuple[str, str]) -> str:

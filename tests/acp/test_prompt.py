@@ -19,7 +19,7 @@ from acp.schema import (
 from tests.acp.conftest import SharedAgent, texts_of
 from tests.support.model_server import Reply, usage
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
 
 async def test_prompt_streams_thought_and_message_chunks_with_message_ids_and_usage(

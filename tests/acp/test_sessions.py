@@ -18,7 +18,7 @@ from tests.acp.conftest import SharedAgent, start_session, texts_of
 from tests.support.acp_client import acp_agent, raw_request
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
 
 async def test_load_replays_the_whole_history_before_answering(model_server, workspace):

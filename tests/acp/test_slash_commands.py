@@ -12,7 +12,7 @@ from tests.acp.conftest import SharedAgent, init_new, texts_of
 from tests.support.acp_client import RawPeer
 from tests.support.model_server import Reply, usage
 
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
 
 async def test_slash_commands_are_advertised_and_answer_without_the_model(
