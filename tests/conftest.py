@@ -110,9 +110,82 @@ def cache_rewritten_test_modules(config: pytest.Config, root: Path) -> int:
         return 0
 
 
+SHARED_PROCESS_GROUPS = {
+    "shared_server": (
+        "tests/lsp/test_cancel.py",
+        "tests/lsp/test_code_actions.py",
+        "tests/lsp/test_configuration.py",
+        "tests/lsp/test_diagnostics.py",
+        "tests/lsp/test_errors.py",
+        "tests/lsp/test_memory_commands.py",
+        "tests/lsp/test_permissions.py",
+        "tests/lsp/test_prompt.py",
+        "tests/lsp/test_reminder_locations.py",
+        "tests/lsp/test_resume_offer.py",
+        "tests/lsp/test_session_changes.py",
+        "tests/lsp/test_workspace_and_evidence.py",
+    ),
+    "shared_agent": (
+        "tests/acp/test_cancel.py",
+        "tests/acp/test_client_tools.py",
+        "tests/acp/test_mcp.py",
+        "tests/acp/test_permissions.py",
+        "tests/acp/test_plan.py",
+        "tests/acp/test_prompt.py",
+        "tests/acp/test_sessions.py",
+        "tests/acp/test_slash_commands.py",
+    ),
+}
+"""The modules whose tests use a shared LSP server (``tests/lsp/conftest.py``) or a
+shared ACP agent (``tests/acp/conftest.py``), by that fixture's name. A test process
+shares one server per configuration across modules, so under xdist each group is one
+unit of work (``pytest_xdist_make_scheduler``): one worker starts its servers once,
+instead of every worker that got one of the modules starting its own. Collection fails
+when the table and the tests' fixtures disagree."""
+
+_GROUP_OF_MODULE = {m: f"{name} group" for name, ms in SHARED_PROCESS_GROUPS.items() for m in ms}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadscope`` with the modules of each ``SHARED_PROCESS_GROUPS`` entry
+    as one scope (xdist's own scheduler otherwise; other modes unchanged)."""
+    if config.getoption("dist", None) != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedProcessScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return _GROUP_OF_MODULE.get(module) or super()._split_scope(nodeid)
+
+    return SharedProcessScheduling(config, log)
+
+
+def check_shared_process_groups(items: list[pytest.Item]) -> None:
+    """``UsageError`` when a collected module uses a shared server or agent and is not in
+    its ``SHARED_PROCESS_GROUPS`` entry, or is listed there and none of its collected
+    tests uses it."""
+    for fixture, listed in SHARED_PROCESS_GROUPS.items():
+        collected = {item.nodeid.split("::", 1)[0] for item in items}
+        using = {
+            item.nodeid.split("::", 1)[0]
+            for item in items
+            if fixture in getattr(item, "fixturenames", ())
+        }
+        unlisted = sorted(using - set(listed))
+        idle = sorted((set(listed) & collected) - using)
+        if unlisted or idle:
+            raise pytest.UsageError(
+                f"tests/conftest.py SHARED_PROCESS_GROUPS[{fixture!r}]: add {unlisted}, "
+                f"remove {idle}"
+            )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Stable sort: ``RUN_FIRST`` modules in their listed order, then the rest as
-    collected."""
+    collected; checks ``SHARED_PROCESS_GROUPS``."""
+    check_shared_process_groups(items)
     rank = {name: index for index, name in enumerate(RUN_FIRST)}
 
     def key(item: pytest.Item) -> int:
