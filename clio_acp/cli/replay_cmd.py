@@ -260,10 +260,6 @@ def _replay_in_worker(
     )
 
 
-_NON_BLANK = re.compile(rb"\S")
-"""A byte that is not ASCII whitespace (what ``bytes.strip`` keeps)."""
-
-
 def _worker_context() -> Any:
     """How ``--jobs`` workers start: forked on Linux, so each begins with the replay
     modules this process has imported (~0.3 s of CPU each otherwise; Python 3.14 made
@@ -274,6 +270,10 @@ def _worker_context() -> Any:
     import multiprocessing
 
     return multiprocessing.get_context("fork")
+
+
+_NON_BLANK = re.compile(rb"\S")
+"""A byte that is not ASCII whitespace (what ``bytes.strip`` keeps)."""
 
 
 def _many_instances(path: Path, fmt: str) -> bool:
