@@ -2,9 +2,10 @@
 processes give the same report, in the same order, as one process; usage errors and
 the text report.
 
-The ``--jobs`` comparison runs as real subprocesses (the option is about processes);
-usage errors and the report's layout run in process (``invoke_cli``). The recordings
-are read from ``../shared/trajectories`` (never copied)."""
+The ``--jobs`` runs are real subprocesses (the option is about processes); the serial
+reports they are compared with, usage errors and the report's layout run in process
+(``invoke_cli``: the same command without a Python start). The recordings are read
+from ``../shared/trajectories`` (never copied)."""
 
 from __future__ import annotations
 
@@ -46,10 +47,10 @@ def _without_clock(value):
     return value
 
 
-def test_jobs_give_the_serial_report_in_the_same_order(run_cli, tmp_path):
+def test_jobs_give_the_serial_report_in_the_same_order(run_cli, invoke_cli, tmp_path):
     bogus = tmp_path / "notes.txt"
     bogus.write_text("hello\n")
-    serial = run_cli("replay", "--json", *_files(bogus), timeout=300)
+    serial = invoke_cli("replay", "--json", *_files(bogus))
     fanned = run_cli("replay", "--json", "--jobs", "2", *_files(bogus), timeout=300)
     assert serial.returncode == fanned.returncode == 1  # the bogus file, reported by both
     for result in (serial, fanned):
@@ -91,7 +92,7 @@ def test_a_restore_stays_inside_its_recording_in_the_text_report(invoke_cli):
     assert all(line.startswith("  ") for line in body)
 
 
-def test_jobs_report_is_byte_identical_to_serial_with_compactions(run_cli):
+def test_jobs_report_is_byte_identical_to_serial_with_compactions(run_cli, invoke_cli):
     # Replay reads a replay clock (agent/replay.py): the two pma runs with many bank
     # writes per millisecond used to list and restore entries in varying order.
     files = [
@@ -99,7 +100,7 @@ def test_jobs_report_is_byte_identical_to_serial_with_compactions(run_cli):
         for name in ("git-multibranch", "sqlite-with-gcov")
     ]
     args = ("replay", "--json", "--compact-every", "5", *files, *files)
-    serial = run_cli(*args, timeout=300)
+    serial = invoke_cli(*args)
     fanned = run_cli(*args[:1], "--jobs", "2", *args[1:], timeout=300)
     assert serial.returncode == fanned.returncode == 0, serial.stderr + fanned.stderr
     assert fanned.stdout == serial.stdout
@@ -107,9 +108,9 @@ def test_jobs_report_is_byte_identical_to_serial_with_compactions(run_cli):
     assert len(lines) == 4 and lines[0] == lines[2] and lines[1] == lines[3]
 
 
-def test_jobs_share_one_file_of_many_instances_and_keep_its_order(run_cli, tmp_path):
+def test_jobs_share_one_file_of_many_instances_and_keep_its_order(run_cli, invoke_cli, tmp_path):
     path = openhands_instances_file(tmp_path)
-    serial = run_cli("replay", "--json", str(path), timeout=300)
+    serial = invoke_cli("replay", "--json", str(path))
     assert serial.returncode == 0, serial.stderr
     instances = [json.loads(line)["instance"] for line in serial.stdout.splitlines()]
     assert instances == [f"instance-{n}" for n in range(5)]
@@ -119,9 +120,11 @@ def test_jobs_share_one_file_of_many_instances_and_keep_its_order(run_cli, tmp_p
         assert fanned.stdout == serial.stdout
 
 
-def test_a_bad_line_in_a_shared_file_is_reported_as_one_process_reports_it(run_cli, tmp_path):
+def test_a_bad_line_in_a_shared_file_is_reported_as_one_process_reports_it(
+    run_cli, invoke_cli, tmp_path
+):
     path = openhands_instances_file(tmp_path, bad_line=4)
-    serial = run_cli("replay", "--json", str(path), timeout=300)
+    serial = invoke_cli("replay", "--json", str(path))
     fanned = run_cli("replay", "--json", "--jobs", "2", str(path), timeout=300)
     assert serial.returncode == fanned.returncode == 1
     assert fanned.stdout == serial.stdout == ""
@@ -192,7 +195,7 @@ def test_jobs_workers_on_linux_are_forked_from_the_process_that_imported_replay(
         assert context is None
 
 
-def test_jobs_over_more_files_than_are_kept_in_flight_keep_the_serial_order(run_cli):
+def test_jobs_over_more_files_than_are_kept_in_flight_keep_the_serial_order(run_cli, invoke_cli):
     """``--jobs 2`` keeps 2 × FILES_AHEAD (8) files submitted at a time; with 11 files
     the window slides, and the report is still the serial one, byte for byte."""
     from clio_acp.cli.replay_cmd import FILES_AHEAD
@@ -200,7 +203,7 @@ def test_jobs_over_more_files_than_are_kept_in_flight_keep_the_serial_order(run_
     small = TRAJ / "pma-tb2" / "regex-log" / "baseline-sonnet" / "trajectory_agent.steps.jsonl"
     other = TRAJ / "pma-tb2" / "regex-log" / "memory-v3-opus" / "trajectory_agent.steps.jsonl"
     files = [str(small if n % 3 else other) for n in range(2 * FILES_AHEAD + 3)]
-    serial = run_cli("replay", "--json", *files, timeout=300)
+    serial = invoke_cli("replay", "--json", *files)
     fanned = run_cli("replay", "--json", "--jobs", "2", *files, timeout=300)
     assert serial.returncode == fanned.returncode == 0, serial.stderr + fanned.stderr
     assert fanned.stdout == serial.stdout
@@ -244,7 +247,7 @@ def test_a_fifo_among_the_files_is_one_error_line_serial_and_with_jobs(invoke_cl
     unblock.set()
 
 
-def test_jobs_over_gzipped_files_give_the_serial_report(run_cli, tmp_path):
+def test_jobs_over_gzipped_files_give_the_serial_report(run_cli, invoke_cli, tmp_path):
     import gzip
 
     plain = openhands_instances_file(tmp_path, count=3)
@@ -254,8 +257,8 @@ def test_jobs_over_gzipped_files_give_the_serial_report(run_cli, tmp_path):
     mini_gz = tmp_path / mini.name
     mini_gz = mini_gz.with_name(mini.name + ".gz")
     mini_gz.write_bytes(gzip.compress(mini.read_bytes()))
-    expected = run_cli("replay", "--json", str(plain), str(mini), timeout=300)
-    serial = run_cli("replay", "--json", str(packed), str(mini_gz), timeout=300)
+    expected = invoke_cli("replay", "--json", str(plain), str(mini))
+    serial = invoke_cli("replay", "--json", str(packed), str(mini_gz))
     fanned = run_cli("replay", "--json", "--jobs", "2", str(packed), str(mini_gz), timeout=300)
     assert expected.returncode == serial.returncode == fanned.returncode == 0, serial.stderr
     assert fanned.stdout == serial.stdout
