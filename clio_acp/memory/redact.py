@@ -245,7 +245,15 @@ def _word_scan() -> KeywordScan:
     """One scan for the vendored keywords and the words of every guard below."""
     ruleset = load_ruleset()
     starts = [w for r in ruleset.rules if r.start_words_scanned for w in r.start_words or ()]
-    words = (*ruleset.keywords, *_SPEC_HEADS, *_GUARD_WORDS, *_SCANNED_NEEDLES, *starts)
+    words = (
+        *ruleset.keywords,
+        *_SPEC_HEADS,
+        *_GUARD_WORDS,
+        *_SCANNED_NEEDLES,
+        *starts,
+        *_ASSIGNMENT_WORDS,
+        *QUOTED_ASSIGNMENT_STARTS,
+    )
     return KeywordScan.build(tuple(dict.fromkeys(words)))
 
 
@@ -286,14 +294,26 @@ def _assignments(text: str, words: _Words | None = None) -> tuple[str, int]:
     count = 0
     folded = case_fold(text)
     if _admits(_ASSIGNMENT_GUARDS, text, folded, words):
-        starts = _assignment_starts(text, folded)
-        text, count = _sub_at(_ASSIGNMENT, text, starts, _assignment_value)
+        found = _found_words(_ASSIGNMENT_WORDS, words)
+        text, count = _sub_at(
+            _ASSIGNMENT, text, _assignment_starts(text, folded, found), _assignment_value
+        )
         folded = case_fold(text) if count else folded
     if _admits(QUOTED_ASSIGNMENT_GUARDS, text, folded, None if count else words):
-        starts = word_offsets(folded, QUOTED_ASSIGNMENT_STARTS)
+        starts = word_offsets(
+            folded, _found_words(QUOTED_ASSIGNMENT_STARTS, None if count else words)
+        )
         text, n = _sub_at(QUOTED_ASSIGNMENT, text, starts, _quoted_value)
         count += n
     return text, count
+
+
+def _found_words(candidates: tuple[str, ...], words: _Words | None) -> tuple[str, ...]:
+    """``candidates`` (scan words), less those ``words`` (of the text, or None) show are
+    not in the case-folded text: the same offsets are found with fewer searches."""
+    if words is None or words.folded is None:
+        return candidates
+    return tuple(word for word in candidates if word in words.folded)
 
 
 def _extra_shapes(text: str, words: _Words | None = None) -> tuple[str, int]:
@@ -391,7 +411,9 @@ def _quoted_value(match: re.Match[str]) -> str | None:
     return whole[: start - base] + "[redacted:assignment]" + whole[end - base :]
 
 
-def _assignment_starts(text: str, folded: str) -> list[int]:
+def _assignment_starts(
+    text: str, folded: str, secret_words: tuple[str, ...] = _ASSIGNMENT_WORDS
+) -> list[int]:
     """Offsets where an ``_ASSIGNMENT`` match can start (a superset, sorted).
 
     A match is ``\\b``, name characters, a secret word, …; so it starts in the run
@@ -401,7 +423,7 @@ def _assignment_starts(text: str, folded: str) -> list[int]:
     """
     starts: set[int] = set()
     prev_at = prev_begin = -1
-    for at in word_offsets(folded, _ASSIGNMENT_WORDS):
+    for at in word_offsets(folded, secret_words):
         begin = at
         while begin > 0 and text[begin - 1] in _NAME_CHARS:
             begin -= 1

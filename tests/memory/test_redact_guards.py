@@ -285,3 +285,11 @@ def test_start_words_from_the_word_scan_keep_every_finding(text: str) -> None:
     redacted = redact.redact_secrets_text(text, tally)
     assert "9fQ2xL7pW3mZ8rT1vB6n" not in redacted
     assert (redacted, tally.count) == _by_guards(text)
+
+
+def test_words_searched_for_offsets_are_all_in_the_one_scan() -> None:
+    # ``_found_words`` drops a word the scan did not find: each must be one it looks for.
+    scanned = set(redact._word_scan().keywords)
+    assert set(redact._ASSIGNMENT_WORDS) | set(QUOTED_ASSIGNMENT_STARTS) <= scanned
+    rules = redact.load_ruleset().rules
+    assert {w for r in rules if r.start_words_scanned for w in r.start_words or ()} <= scanned
