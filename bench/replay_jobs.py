@@ -5,12 +5,18 @@ recordings):
 
     python bench/replay_jobs.py                       # 16 copies, 5 runs, --jobs 2
     python bench/replay_jobs.py --copies 4 --runs 3 --jobs 2 --json
+    python bench/replay_jobs.py --distinct            # copies that differ in content
 
 The corpus is the 24 shared recordings repeated ``--copies`` times (each copy a
 folder of symbolic links to the shared folders, so every file has its own path, and
-a pma run keeps its sibling memory log). Each run starts ``python -m clio_acp replay
---json`` over the whole corpus twice, with ``--jobs 1`` and with ``--jobs N``, in
-alternating order (a busy neighbour slows both alike), and checks that both printed
+a pma run keeps its sibling memory log). Copies of the same recordings flatter one
+process: it replays every copy after the first from warm memo caches (per-call facts,
+digests), where each ``--jobs`` worker pays a cold pass of its own. ``--distinct``
+writes each copy with its own marker line at the end of every long text (prompts,
+commands, outputs, screens): the same calls, failures and reminders per copy, no
+copy warmed by another, as with a corpus of different runs. Each run starts
+``python -m clio_acp replay --json`` over the whole corpus twice, with ``--jobs 1``
+and with ``--jobs N``, in alternating order (a busy neighbour slows both alike), and checks that both printed
 the same bytes. Printed: the median wall time of each, their ratio (``speedup``; N
 would be linear), the CPU time of each (the command and its worker processes,
 ``user + sys``), and the load average before and after. With fewer free cores than
@@ -31,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -38,17 +45,58 @@ sys.path.insert(0, str(ROOT / "bench"))
 from middleware import TRAJ, trajectory_files  # noqa: E402
 
 
-def corpus(folder: Path, copies: int) -> list[str]:
-    """The shared recordings ``copies`` times over, as paths under ``folder``."""
+def corpus(folder: Path, copies: int, distinct: bool = False) -> list[str]:
+    """The shared recordings ``copies`` times over, as paths under ``folder``: links to
+    the shared folders, or with ``distinct`` rewritten copies whose long texts each end
+    in the copy's own marker (``_marked``)."""
     files: list[str] = []
     for n in range(copies):
         copy = folder / f"copy{n:03d}"
         copy.mkdir()
         for child in TRAJ.iterdir():
-            if child.is_dir():
+            if not child.is_dir():
+                continue
+            if distinct:
+                _write_marked(child, copy / child.name, f"[copy {n}]")
+            else:
                 (copy / child.name).symlink_to(child.resolve(), target_is_directory=True)
         files += [str(copy / path.relative_to(TRAJ)) for path in trajectory_files()]
     return files
+
+
+def _marked(value: Any, marker: str) -> Any:
+    """``value`` with every string of 40 characters or more that is not JSON text
+    itself ending in a line with ``marker``: prompts, commands, outputs and screens
+    differ from copy to copy (so no copy is replayed from another's memoised facts),
+    roles, names and embedded JSON arguments stay as they are."""
+    if isinstance(value, dict):
+        return {key: _marked(item, marker) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_marked(item, marker) for item in value]
+    if isinstance(value, str) and len(value) >= 40 and value.lstrip()[:1] not in ("{", "["):
+        return f"{value}\n{marker}"
+    return value
+
+
+def _write_marked(source: Path, target: Path, marker: str) -> None:
+    """Copy the recordings folder ``source`` to ``target`` with ``_marked`` texts
+    (``.json`` as one document, ``.jsonl`` line by line; anything else as is)."""
+    for path in sorted(source.rglob("*")):
+        out = target / path.relative_to(source)
+        if path.is_dir():
+            out.mkdir(parents=True, exist_ok=True)
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            text = json.dumps(_marked(json.loads(text), marker))
+        elif path.suffix == ".jsonl":
+            text = "".join(
+                json.dumps(_marked(json.loads(line), marker)) + "\n"
+                for line in text.splitlines()
+                if line.strip()
+            )
+        out.write_text(text, encoding="utf-8")
 
 
 def _children_cpu() -> float:
@@ -76,6 +124,11 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=16)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--distinct",
+        action="store_true",
+        help="rewrite each copy with its own marker in every long text (see _marked)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -84,7 +137,7 @@ def main() -> None:
     cpus: dict[int, list[float]] = {1: [], args.jobs: []}
     identical = True
     with tempfile.TemporaryDirectory(prefix="replay-jobs-") as tmp:
-        files = corpus(Path(tmp), args.copies)
+        files = corpus(Path(tmp), args.copies, args.distinct)
         for run in range(args.runs):
             order = (1, args.jobs) if run % 2 == 0 else (args.jobs, 1)
             outputs = {}
@@ -96,6 +149,7 @@ def main() -> None:
     serial, fanned = statistics.median(walls[1]), statistics.median(walls[args.jobs])
     result = {
         "files": len(files),
+        "distinct": args.distinct,
         "runs": args.runs,
         "jobs": args.jobs,
         "serial_wall_s": round(serial, 2),
