@@ -122,7 +122,9 @@ SHARED_PROCESS_GROUPS = {
         "tests/lsp/test_prompt.py",
         "tests/lsp/test_reminder_locations.py",
         "tests/lsp/test_resume_offer.py",
+        "tests/lsp/test_secret_sinks.py",
         "tests/lsp/test_session_changes.py",
+        "tests/lsp/test_status.py",
         "tests/lsp/test_workspace_and_evidence.py",
     ),
     "shared_agent": (
@@ -132,8 +134,10 @@ SHARED_PROCESS_GROUPS = {
         "tests/acp/test_permissions.py",
         "tests/acp/test_plan.py",
         "tests/acp/test_prompt.py",
+        "tests/acp/test_secret_sinks.py",
         "tests/acp/test_sessions.py",
         "tests/acp/test_slash_commands.py",
+        "tests/acp/test_tool_call_ids.py",
     ),
 }
 """The modules whose tests use a shared LSP server (``tests/lsp/conftest.py``) or a

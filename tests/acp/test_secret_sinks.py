@@ -11,17 +11,19 @@ from pathlib import Path
 import pytest
 from acp import text_block
 
-from tests.support.acp_client import acp_agent, raw_request
+from tests.acp.conftest import SharedAgent
 from tests.support.model_server import Reply, ToolCall
 from tests.support.secrets import corpus, leaked
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
 SAMPLES = [s for s in corpus() if "\n" not in s.text and "'" not in s.text][:8]
 
 
-async def test_face_output_of_memory_holds_no_secret(model_server, tmp_path) -> None:
-    model_server.install_settings(memory=False)  # rules tier: captures and reminds
+async def test_face_output_of_memory_holds_no_secret(
+    agent: SharedAgent, model_server, tmp_path
+) -> None:
+    # The shared agent's settings: rules tier only (captures and reminds).
     failing = json.dumps({"command": f"ls /missing-{SAMPLES[0].secret}"})
     model_server.push(
         Reply(tool_calls=[ToolCall("run_command", failing)]),
@@ -31,19 +33,18 @@ async def test_face_output_of_memory_holds_no_secret(model_server, tmp_path) -> 
     requirements = "\n".join(f"- You must use {s.text}" for s in SAMPLES[1:])
     workspace = tmp_path / "repo"
     workspace.mkdir()
-    async with acp_agent() as (conn, client, _proc):
-        await raw_request(conn, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        sid = (await conn.new_session(cwd=str(workspace), mcp_servers=[])).session_id
-        await conn.set_session_mode(session_id=sid, mode_id="bypass")
-        await conn.prompt(
-            session_id=sid, prompt=[text_block(f"Deploy it.\nRequirements:\n{requirements}")]
+    conn, client = agent.conn, agent.client
+    sid = (await agent.new_session(workspace)).session_id
+    await conn.set_session_mode(session_id=sid, mode_id="bypass")
+    await conn.prompt(
+        session_id=sid, prompt=[text_block(f"Deploy it.\nRequirements:\n{requirements}")]
+    )
+    board = await conn.ext_method("clio/session/board", {"sessionId": sid})
+    for entry in board["bank"]["knowledge"] + board["bank"]["procedural"]:
+        await conn.ext_method(
+            "clio/memory/propose", {"sessionId": sid, "entryId": entry["id"], "scope": "repo"}
         )
-        board = await conn.ext_method("clio/session/board", {"sessionId": sid})
-        for entry in board["bank"]["knowledge"] + board["bank"]["procedural"]:
-            await conn.ext_method(
-                "clio/memory/propose", {"sessionId": sid, "entryId": entry["id"], "scope": "repo"}
-            )
-        await conn.prompt(session_id=sid, prompt=[text_block("/memory")])
+    await conn.prompt(session_id=sid, prompt=[text_block("/memory")])
     thoughts = [u["content"]["text"] for u in client.updates("agent_thought_chunk", sid)]
     memory_shown = [t for t in thoughts if t.startswith("Memory:")]
     messages = [u["content"]["text"] for u in client.updates("agent_message_chunk", sid)]

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 from acp import text_block
 
-from tests.acp.conftest import start_session, texts_of
-from tests.support.acp_client import acp_agent
+from tests.acp.conftest import SharedAgent, texts_of
 from tests.support.model_server import Reply, ToolCall
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
 
 def _run(command: str) -> Reply:
@@ -25,19 +24,19 @@ def _run(command: str) -> Reply:
 
 
 async def test_a_reused_call_id_becomes_a_new_card_and_the_handoff_keeps_both(
-    model_server, workspace
+    agent: SharedAgent, model_server, workspace
 ):
-    model_server.install_settings(memory=False)
+    # The shared agent (settings: rules tier only) after other tests' sessions: the
+    # ids are unique within this session, and its first keeps the model's own id.
+    conn, client = agent.conn, agent.client
     model_server.push(_run("echo first"), _run("echo second"), Reply(text="done"))
     model_server.push(_run("echo third"), Reply(text="done again"))
-    async with acp_agent() as (conn, client, _proc):
-        new = await start_session(conn, workspace)
-        sid = new.session_id
-        await conn.set_session_mode(session_id=sid, mode_id="bypass")
-        await conn.prompt(session_id=sid, prompt=[text_block("run two")])
-        await conn.prompt(session_id=sid, prompt=[text_block("run one more")])
-        await conn.prompt(session_id=sid, prompt=[text_block("/handoff")])
-        handoff_reply = texts_of(client, "agent_message_chunk", sid)
+    sid = (await agent.new_session(workspace)).session_id
+    await conn.set_session_mode(session_id=sid, mode_id="bypass")
+    await conn.prompt(session_id=sid, prompt=[text_block("run two")])
+    await conn.prompt(session_id=sid, prompt=[text_block("run one more")])
+    await conn.prompt(session_id=sid, prompt=[text_block("/handoff")])
+    handoff_reply = texts_of(client, "agent_message_chunk", sid)
     ids = [u["toolCallId"] for u in client.updates("tool_call", sid)]
     assert len(ids) == 3 and len(set(ids)) == 3
     assert ids[0] == "call_0"

@@ -10,29 +10,32 @@ from pathlib import Path
 import pytest
 from pytest_lsp import LanguageClient
 
-from tests.lsp.conftest import NEUTRAL_CLIENT, execute, initialize_params
+from tests.lsp.conftest import NEUTRAL_CLIENT, execute
 from tests.support.model_server import Reply, ToolCall
 from tests.support.secrets import corpus, leaked
 
-pytestmark = pytest.mark.asyncio
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest.fixture(scope="module")
+def shared_client_name() -> str:
+    return NEUTRAL_CLIENT  # what is shown is text: the capability sets cannot change it
 
 
 @pytest.fixture
-def client_name() -> str:
-    return NEUTRAL_CLIENT  # what is shown is text: the capability sets cannot change it
+def shared_options() -> dict:
+    return {"permissionMode": "bypass"}
 
 
 SAMPLES = tuple(s for s in corpus() if "\n" not in s.text and "'" not in s.text)[:8]
 
 
 async def test_lsp_memory_views_hold_no_secret(
-    lsp: LanguageClient, client_name: str, workspace: Path, model_server
+    shared_client: LanguageClient, workspace: Path, model_server
 ) -> None:
+    lsp = shared_client  # the shared server on this workspace, permissionMode bypass
     model_server.install_settings(memory=False)
     model_server.default = Reply(text="ok")
-    await lsp.initialize_session(
-        initialize_params(client_name, workspace, options={"permissionMode": "bypass"})
-    )
     failing = json.dumps({"command": f"ls /missing-{SAMPLES[0].secret}"})
     model_server.push(
         Reply(tool_calls=[ToolCall("run_command", failing, id="c1")]),

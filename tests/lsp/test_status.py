@@ -1,6 +1,7 @@
 """``clio/status`` (issue 16 item 4): the status a status bar shows (idle/working,
 memory tier, last decision, pending proposals), sent when it changes so clients do
-not poll; and the ``memory_cleared`` update a session change sends."""
+not poll; and the ``memory_cleared`` update a session change sends (on the shared
+server: the first test is about the status sent at start, so it has its own)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ pytestmark = pytest.mark.asyncio
 @pytest.fixture
 def client_name() -> str:
     return NEUTRAL_CLIENT  # the capability sets cannot change what these tests see
+
+
+@pytest.fixture(scope="module")
+def shared_client_name() -> str:
+    return NEUTRAL_CLIENT
 
 
 STATUS = "clio/status"
@@ -61,10 +67,11 @@ async def test_status_is_sent_at_start_and_on_each_change_of_a_turn(
     assert all(a != b for a, b in itertools.pairwise(states))
 
 
+@pytest.mark.asyncio(loop_scope="session")
 async def test_a_session_change_sends_memory_cleared_for_the_session_left(
-    lsp: LanguageClient, client_name: str, workspace: Path
+    shared_client: LanguageClient,
 ):
-    await lsp.initialize_session(initialize_params(client_name, workspace))
+    lsp = shared_client  # the shared server, moved onto this test's workspace
     old = (await execute(lsp, "clio.session.new"))["sessionId"]
     new = (await execute(lsp, "clio.session.new"))["sessionId"]
     cleared = await wait_for(
