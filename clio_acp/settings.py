@@ -24,12 +24,14 @@ import os
 import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import watchfiles
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
+
+if TYPE_CHECKING:
+    import watchfiles
 
 log = logging.getLogger(__name__)
 
@@ -626,6 +628,8 @@ class SettingsStore:
                 return
 
     async def _watch_once(self, stop: asyncio.Event, debounce_ms: int) -> None:
+        import watchfiles  # here, not at import: commands that never watch skip ~10 ms
+
         folder = self.path.parent
         folder.mkdir(parents=True, exist_ok=True)
         name = self.path.name

@@ -13,6 +13,7 @@ from clio_acp.cli import main
 code = main({argv!r})
 heavy = sorted(m for m in ("clio_acp.agent", "clio_acp.models.client", "clio_acp.memory.policy") if m in sys.modules)
 sys.stderr.write("HEAVY=" + ",".join(heavy) + "\\n")
+sys.stderr.write("WATCHFILES=" + str("watchfiles" in sys.modules) + "\\n")
 sys.exit(code)
 """
 
@@ -31,6 +32,14 @@ def test_a_light_command_does_not_import_the_agent_models_or_policy():
     result = _run_probe(["--log-level", "ERROR", "paths", "--json"])
     assert result.returncode == 0, result.stderr
     assert "HEAVY=\n" in result.stderr
+
+
+def test_settings_are_read_without_importing_the_file_watcher():
+    # watchfiles is imported by the settings watcher itself (a long-running face), not by
+    # every command that reads settings (issue 18: start-up).
+    result = _run_probe(["--log-level", "ERROR", "settings", "show"])
+    assert result.returncode == 0, result.stderr
+    assert "WATCHFILES=False\n" in result.stderr
 
 
 def test_help_still_lists_every_command(run_cli):
