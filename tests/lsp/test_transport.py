@@ -15,7 +15,17 @@ from tests.support.waiting import wait_until_sync
 
 @pytest.fixture
 def peer(tmp_path):
+    """A server of its own: the test may close the connection."""
     server = start_peer("lsp", tmp_path)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def live_peer(tmp_path_factory):
+    """One server for the tests that leave the connection open (each asserts it still
+    answers, so a test that broke it fails itself, not only the next one)."""
+    server = start_peer("lsp", tmp_path_factory.mktemp("live-peer"))
     yield server
     server.close()
 
@@ -34,14 +44,16 @@ UNPARSEABLE = [b"{not json", b"\xff\xfe\x00garbage", b"[" * 100_000]
 """Bodies that are not JSON: bad syntax, not UTF-8, nested past the parser's stack."""
 
 
-def test_unparseable_bodies_are_parse_errors_with_null_id_and_no_popup(peer):
+def test_unparseable_bodies_are_parse_errors_with_null_id_and_no_popup(live_peer):
     # One server for the three: the reader judges each body on its own, and a body that
     # ended the server would fail the next probe.
+    peer = live_peer
+    before = len(_null_id_errors(peer))
     for n, body in enumerate(UNPARSEABLE, 1):
         assert peer.send(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-        wait_until_sync(lambda n=n: len(_null_id_errors(peer)) >= n, timeout_s=30)
+        wait_until_sync(lambda n=n: len(_null_id_errors(peer)) >= before + n, timeout_s=30)
         errors = _null_id_errors(peer)
-        assert len(errors) == n and errors[-1]["error"]["code"] == -32700, body[:20]
+        assert len(errors) == before + n and errors[-1]["error"]["code"] == -32700, body[:20]
         assert probe(peer, f"after-bad-body-{n}"), body[:20]  # the session goes on
     assert _popups(peer) == []
 
@@ -61,10 +73,10 @@ def test_huge_content_length_closes_the_connection_instead_of_buffering(peer):
     assert f"over the limit of {MAX_BODY_BYTES} bytes" in error["error"]["message"]
 
 
-def test_a_well_formed_message_still_works_after_the_limits(peer):
+def test_a_well_formed_message_still_works_after_the_limits(live_peer):
     big = {"jsonrpc": "2.0", "id": "big", "method": "x/unknown", "params": {"t": "y" * 100_000}}
-    assert peer.send(lsp_message(big))
-    assert peer.wait_for({"big"}, 30) == set()
+    assert live_peer.send(lsp_message(big))
+    assert live_peer.wait_for({"big"}, 30) == set()
 
 
 @pytest.mark.parametrize(
