@@ -71,17 +71,6 @@ async def test_malformed_lines_get_error_replies_and_the_agent_keeps_serving():
     assert peer.proc.returncode == 0, err.decode()
 
 
-async def test_invalid_frame_with_a_usable_id_is_answered_under_that_id():
-    peer = await RawPeer.start()
-    try:
-        await peer.send_line('{"jsonrpc": "2.0", "id": "req-9", "method": ""}')
-        reply = await peer.recv()
-        assert reply["id"] == "req-9"
-        assert reply["error"]["code"] == -32600
-    finally:
-        await peer.close()
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def wire(tmp_path_factory) -> AsyncIterator[RawPeer]:
     """One initialized agent for the module, in folders of its own."""
@@ -266,6 +255,15 @@ async def test_after_response_callback_runs_after_the_response_is_written():
         await conn.close()
         for fd in (to_agent, from_agent):
             os.close(fd)
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_invalid_frame_with_a_usable_id_is_answered_under_that_id(wire):
+    await wire.send_line('{"jsonrpc": "2.0", "id": "req-9", "method": ""}')
+    reply, _ = await wire.recv_until(lambda m: m.get("id") == "req-9")
+    assert reply["error"]["code"] == -32600
+    # ... and the agent goes on (the wire is shared with the module's other tests)
+    assert "error" in await _ask(wire, "after-req-9", "no/such/method", {})
 
 
 @pytest.mark.asyncio(loop_scope="module")
