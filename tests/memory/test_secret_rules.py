@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 import warnings
 
@@ -80,14 +82,31 @@ def test_keyword_scan_finds_overlapping_and_nested_keywords(keywords: list[str],
     assert scan.present(text) == {k for k in unique if k in text}  # runs remembered
 
 
+@functools.cache
+def _vendored_keywords() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(k for r in load_ruleset().rules for k in r.keywords))
+
+
+@functools.cache
+def _byte_cut_scan() -> KeywordScan:
+    return KeywordScan.build(_vendored_keywords())
+
+
+@functools.cache
+def _regex_cut_scan() -> KeywordScan:
+    """Runs cut by regex, built once (~10 ms a build): its remembered runs carry over
+    from example to example, as in a long session; a plain substring test checks it."""
+    return KeywordScan.build((*_vendored_keywords(), "x y"))
+
+
 @settings(max_examples=250, deadline=None)
 @given(_TEXTS)
 def test_keyword_scan_remembered_runs_give_the_same_keywords(text: str) -> None:
     # A fresh scan cuts the runs by bytes; the second call answers from remembered
     # runs; the regex-cut scan (a keyword alphabet bytes cannot cut) is the reference.
-    keywords = tuple(dict.fromkeys(k for r in load_ruleset().rules for k in r.keywords))
-    scan = KeywordScan.build(keywords)
-    by_regex = KeywordScan.build((*keywords, "x y"))
+    keywords = _vendored_keywords()
+    scan = dataclasses.replace(_byte_cut_scan(), memo=[(set(), {})])  # nothing remembered
+    by_regex = _regex_cut_scan()
     assert scan.run_table is not None and by_regex.run_table is None
     lowered = text.lower()
     expected = {k for k in keywords if k in lowered}
