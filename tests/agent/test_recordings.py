@@ -446,16 +446,22 @@ def _unique_marker(data, recording):
     raise AssertionError("no output line occurs once")
 
 
+def _with_bytes_after_an_output_line(tmp_path, source, inserted: bytes):
+    """(the recording of ``source`` with ``inserted`` after one of its output lines,
+    the recording as it is)."""
+    data = source.read_bytes()
+    (expected,) = load_recordings(source)
+    marker = _unique_marker(data, expected)
+    (got,) = load_recordings(_variant(tmp_path, source, data.replace(marker, marker + inserted, 1)))
+    return got, expected
+
+
 def test_bytes_that_are_not_utf8_inside_an_output_read_as_replacement_characters(tmp_path):
     """Raw program output can hold bytes that are not UTF-8; the file used to be refused
     whole (for OpenHands: every instance in it). They read as U+FFFD; the rest of
     the recording is unchanged."""
     for source in _ONE_OF_EACH:
-        data = source.read_bytes()
-        (expected,) = load_recordings(source)
-        marker = _unique_marker(data, expected)
-        path = _variant(tmp_path, source, data.replace(marker, marker + b"\xff\xc3(", 1))
-        (got,) = load_recordings(path)
+        got, expected = _with_bytes_after_an_output_line(tmp_path, source, b"\xff\xc3(")
         _one_text_differs(got, expected, "\ufffd\ufffd(")
 
 
@@ -463,11 +469,7 @@ def test_a_lone_surrogate_escape_reads_as_a_replacement_character(tmp_path):
     """ "\\ud800" alone is valid JSON but no text UTF-8 can encode: in an output it made
     the memory hook fail on hashing it (its effects lost, a traceback logged)."""
     for source in _ONE_OF_EACH:
-        data = source.read_bytes()
-        (expected,) = load_recordings(source)
-        marker = _unique_marker(data, expected)
-        path = _variant(tmp_path, source, data.replace(marker, marker + b"\\ud800", 1))
-        (got,) = load_recordings(path)
+        got, expected = _with_bytes_after_an_output_line(tmp_path, source, b"\\ud800")
         _one_text_differs(got, expected, "\ufffd")
         for text in _texts(got):
             text.encode("utf-8")
