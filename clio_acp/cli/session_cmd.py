@@ -163,10 +163,10 @@ def _settings_store():
 
 def _known_targets(settings, paths) -> list[str]:
     """Target ids the router would know for ``settings`` (configured plus embedded)."""
-    from clio_acp.models.local import local_status
+    from clio_acp.models.local import embedded_installed
     from clio_acp.models.routing import resolve_routes
 
-    table = resolve_routes(settings, embedded_installed=local_status(paths).installed)
+    table = resolve_routes(settings, embedded_installed=embedded_installed(paths))
     return list(table.targets)
 
 

@@ -43,7 +43,7 @@ from clio_acp.models.client import (
 )
 from clio_acp.models.errors import ModelClientError, ModelTimeoutError, RouteError
 from clio_acp.models.grammar import envelope_grammar_for_budget
-from clio_acp.models.local import MODEL_ALIAS, LocalModelManager, local_manager, local_status
+from clio_acp.models.local import MODEL_ALIAS, LocalModelManager, embedded_installed, local_manager
 from clio_acp.models.targets import Target
 from clio_acp.paths import Paths, resolve_paths
 from clio_acp.settings import (
@@ -178,7 +178,7 @@ class Router:
         self.tracker = tracker
         self._local = local
         self._env = env
-        installed = local is not None or local_status(self.paths).installed
+        installed = local is not None or embedded_installed(self.paths)
         self.table = resolve_routes(settings, embedded_installed=installed)
         self._clients: dict[tuple[str, str], ModelClient] = {}
         self._live_targets: dict[str, Target] = {}

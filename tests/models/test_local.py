@@ -120,3 +120,37 @@ async def test_busy_cpus_sees_a_spinning_process_at_once():
         spinner.kill()
         await spinner.wait()
     assert busy is not None and 0.5 <= busy <= (os.cpu_count() or 1) + 0.01
+
+
+def test_embedded_installed_agrees_with_the_status_for_each_install_state(isolated_dirs):
+    from clio_acp.models.local import embedded_installed, local_status
+
+    paths = resolve_paths()
+    states = []
+    for content in (None, b"not a model", b"GGUF" + b"\0" * 60):
+        if content is not None:
+            target = model_path(paths)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        states.append((embedded_installed(paths), local_status(paths).installed))
+    assert [fast for fast, _ in states] == [status for _, status in states]
+    assert states[0] == (False, False) and states[1] == (False, False)
+
+
+def test_a_server_package_installed_after_a_miss_is_seen_in_the_same_process(tmp_path, monkeypatch):
+    """``clio-acp local install`` pip-installs the server, then asks again in the same
+    process: the import system's cached directory listing must not hide it."""
+    from clio_acp.models import local
+
+    monkeypatch.setattr(local, "SERVER_PACKAGE", "clio_fake_llama_server")
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    assert local.server_installed() is False
+    listed = os.stat(site)
+    (site / "clio_fake_llama_server").mkdir()
+    (site / "clio_fake_llama_server" / "__init__.py").write_text("")
+    # The same directory timestamp as when it was listed: only invalidating the
+    # import caches after the miss finds the new package.
+    os.utime(site, ns=(listed.st_atime_ns, listed.st_mtime_ns))
+    assert local.server_installed() is True
