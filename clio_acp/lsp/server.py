@@ -84,7 +84,7 @@ class ClioLanguageServer(LanguageServer):
         self.workspace_root = Path.cwd()
         self.diagnostics = DiagnosticsStore(self._publish_diagnostics)
         self._face: SessionFace | None = None
-        self._settings_cache: tuple[float | None, Settings] | None = None
+        self._settings_cache: tuple[tuple[int, int, int] | None, Settings] | None = None
         self._settings_store: SettingsStore | None = None
         self._settings_error_shown: str | None = None
         self.configured = asyncio.Event()
@@ -131,23 +131,26 @@ class ClioLanguageServer(LanguageServer):
 
     def settings_reader(self) -> Settings:
         """The settings (``open_settings``: ``$CLIO_ACP_SETTINGS`` or the config
-        folder's file, then environment overrides), re-read when the file's mtime
-        changes; a broken file keeps the last good settings (or the defaults)."""
+        folder's file, then environment overrides), re-read when the file changes
+        (its inode, size or mtime in ns: two writes within one timestamp tick differ in
+        size, an editor's save-by-rename in inode); a broken file keeps the last good
+        settings (or the defaults)."""
         from clio_acp.settings import open_settings
 
         if self._settings_store is None:
             self._settings_store = open_settings(self.paths.config)
         store = self._settings_store
         try:
-            mtime: float | None = store.path.stat().st_mtime
+            info = store.path.stat()
+            version: tuple[int, int, int] | None = (info.st_ino, info.st_size, info.st_mtime_ns)
         except OSError:
-            mtime = None
-        if self._settings_cache is None or self._settings_cache[0] != mtime:
+            version = None
+        if self._settings_cache is None or self._settings_cache[0] != version:
             if self._settings_cache is not None:
                 store.reload()
             if store.error is not None:
                 logger.warning("Settings are invalid, keeping the last good ones: %s", store.error)
-            self._settings_cache = (mtime, store())
+            self._settings_cache = (version, store())
         self._report_settings_error(store.error)
         return self._settings_cache[1]
 

@@ -58,3 +58,22 @@ def test_both_capability_sets_agree_on_every_capability_the_server_reads():
             name: bool(get_capability(client_capabilities(name), dotted, False)) for name in CLIENTS
         }
         assert len(set(values.values())) == 1, (dotted, values)
+
+
+def test_settings_edits_within_one_timestamp_tick_are_both_read(tmp_path, monkeypatch):
+    """``settings_reader`` re-reads the file when it changes. A second write in the same
+    timestamp tick as the first (a coarse file-system clock, or a script writing twice)
+    must not be taken for the file already read."""
+    import os
+
+    from clio_acp.lsp.server import ClioLanguageServer
+
+    path = tmp_path / "settings.yaml"
+    path.write_text("context:\n  memory:\n    enabled: true\n")
+    monkeypatch.setenv("CLIO_ACP_SETTINGS", str(path))
+    server = ClioLanguageServer()
+    assert server.settings_reader().context.memory.enabled is True
+    read = os.stat(path)
+    path.write_text("context:\n  memory:\n    enabled: false\n")
+    os.utime(path, ns=(read.st_atime_ns, read.st_mtime_ns))  # the same tick as before
+    assert server.settings_reader().context.memory.enabled is False
