@@ -381,6 +381,34 @@ def test_step_record_equals_the_schema_for_every_row_and_its_look_alikes(fields,
         _same(_cached(candidate), _validated(candidate))
 
 
+_DIGITS = "0123456789٣²"  # an Arabic-Indic and a superscript digit: str.isdigit
+_AT_HEAD = st.sampled_from(
+    ["2026-01-02T03:04:05.", "2026-01-02T03:04:06.", "2026-02-30T00:00:00.", "2026-01-02T24:00:00."]
+)
+_AT_TAIL = st.one_of(
+    st.tuples(*[st.sampled_from(_DIGITS)] * 3, st.sampled_from("ZZZz ")).map("".join),
+    st.text(_DIGITS + "Z", max_size=5),
+)
+_AT = st.one_of(
+    st.tuples(_AT_HEAD, _AT_TAIL).map("".join),
+    st.sampled_from(["", "2026-01-02T03:04:05Z"]),
+    st.builds(_Text, st.sampled_from(["2026-01-02T03:04:05.679Z", "2026-01-02T03:04:05.6"])),
+)
+
+
+@settings(max_examples=200)
+@given(st.lists(_AT, max_size=10))
+def test_canonical_at_is_the_timestamp_check_for_any_sequence(values):
+    """The remembered answers (the last text that passed, and its second with any
+    other milliseconds) give ``is_canonical_timestamp``'s verdict in any order:
+    impossible dates and hours, non-ASCII digits, wrong lengths, str subclasses."""
+    from clio_acp.memory import telemetry
+    from clio_acp.timestamps import is_canonical_timestamp
+
+    for value in values:
+        assert telemetry._canonical_at(value) == is_canonical_timestamp(value), value
+
+
 def test_rows_from_one_remembered_record_do_not_share_their_trigger_list():
     fields = StepFields(
         "2026-01-02T03:04:05.678Z", ("turn_end",), "rules", NO_WRITES, "silent",

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 _UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _last_row_time: tuple[int, str] = (-1, "")
+_last_row_second: tuple[int, str] = (-1, "")
 
 
 def _row_time() -> str:
@@ -34,9 +35,22 @@ def _row_time() -> str:
     ms = time.time_ns() // 1_000_000
     last, text = _last_row_time
     if ms != last:
-        text = format_timestamp(_UNIX_EPOCH + timedelta(milliseconds=ms))
+        text = _row_text(ms)
         _last_row_time = (ms, text)
     return text
+
+
+def _row_text(ms: int) -> str:
+    """``format_timestamp`` of ``ms`` milliseconds after the Unix epoch. Everything
+    up to the milliseconds is formatted once per second (the rows of one second
+    share it), then the three digits of the millisecond and ``Z`` follow."""
+    global _last_row_second
+    second, milli = divmod(ms, 1000)
+    known, head = _last_row_second
+    if second != known:
+        head = format_timestamp(_UNIX_EPOCH + timedelta(seconds=second))[:-4]
+        _last_row_second = (second, head)
+    return f"{head}{milli:03d}Z"
 
 
 def render_activity(event: dict[str, Any]) -> str:
