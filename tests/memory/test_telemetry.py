@@ -492,6 +492,45 @@ def test_the_file_sink_writes_each_rows_json_and_remakes_a_removed_folder(tmp_pa
     assert sink.rows_written == 4
 
 
+def _append_by_definition(path, line):
+    """The sink's append as first written: a text file opened for appending."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(st.text(max_size=40) | st.sampled_from(["\ud800", "a\udfffé"]), min_size=1, max_size=6)
+)
+def test_the_file_sink_appends_what_a_text_file_appends(tmp_path_factory, lines):
+    """Bytes, rows counted and refusals (a lone surrogate cannot be UTF-8) as
+    ``open(path, "a", encoding="utf-8").write(line + "\\n")``; the first line
+    also makes the folder."""
+    folder = tmp_path_factory.mktemp("sink")
+    sink = TelemetrySink(folder / "memory" / "steps.jsonl")
+    expected = folder / "expected.jsonl"
+    written = 0
+    for line in lines:
+        sink._append(line)
+        try:
+            _append_by_definition(expected, line)
+            written += 1
+        except UnicodeEncodeError:
+            pass
+    assert sink.path.read_bytes() == expected.read_bytes()
+    assert sink.rows_written == written
+
+
+def test_the_file_sink_finishes_a_short_write(tmp_path, monkeypatch):
+    import os
+
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, bytes(data[:3])))
+    sink = TelemetrySink(tmp_path / "steps.jsonl")
+    sink._append('{"row":"één"}')
+    assert sink.path.read_text(encoding="utf-8") == '{"row":"één"}\n'
+
+
 _ENTRY = st.fixed_dictionaries(
     {"id": st.sampled_from(["a", "b", "c"])},
     optional={
