@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from operator import attrgetter
 from typing import Any, Literal
 
@@ -44,6 +45,37 @@ _WHITESPACE = re.compile(r"\s+")
 # UTF-8 (stdout, journal, handoff, records.json): it becomes U+FFFD.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_last_now: tuple[int, str] = (-1, "")
+_last_second: tuple[int, str] = (-1, "")
+
+
+def utc_now_text() -> str:
+    """``timestamps.utc_now()``, formatted once per millisecond: the bank writes and
+    telemetry rows of one millisecond share the text. ``datetime.now`` floors the
+    same system clock to microseconds, so the millisecond is the same."""
+    global _last_now
+    ms = time.time_ns() // 1_000_000
+    last, text = _last_now
+    if ms != last:
+        text = millisecond_text(ms)
+        _last_now = (ms, text)
+    return text
+
+
+def millisecond_text(ms: int) -> str:
+    """``format_timestamp`` of ``ms`` milliseconds after the Unix epoch. Everything
+    up to the milliseconds is formatted once per second (the writes of one second
+    share it), then the three digits of the millisecond and ``Z`` follow."""
+    global _last_second
+    second, milli = divmod(ms, 1000)
+    known, head = _last_second
+    if second != known:
+        head = format_timestamp(_UNIX_EPOCH + timedelta(seconds=second))[:-4]
+        _last_second = (second, head)
+    return f"{head}{milli:03d}Z"
 
 
 def estimate_tokens(text: str) -> int:
@@ -220,7 +252,7 @@ class TaskMemoryBank:
     ) -> None:
         self.knowledge_cap = _positive_cap(knowledge_cap, DEFAULT_KNOWLEDGE_CAP)
         self.procedural_cap = _positive_cap(procedural_cap, DEFAULT_PROCEDURAL_CAP)
-        self._clock = clock or (lambda: datetime.now(UTC))
+        self._clock = clock
         self._status: TaskMemoryEntry | None = None
         self._entries: dict[SavableKind, dict[str, TaskMemoryEntry]] = {
             "knowledge": {},
@@ -303,6 +335,8 @@ class TaskMemoryBank:
     # -- writing ---------------------------------------------------------------
 
     def _now(self) -> str:
+        if self._clock is None:  # UTC now
+            return utc_now_text()
         return format_timestamp(self._clock())
 
     def _next_id(self, kind: EntryKind) -> str:
@@ -532,6 +566,8 @@ __all__ = [
     "collapse_whitespace",
     "estimate_tokens",
     "id_suffix",
+    "millisecond_text",
     "normalize_content",
+    "utc_now_text",
     "well_formed_text",
 ]

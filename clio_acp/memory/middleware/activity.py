@@ -10,47 +10,15 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from clio_acp.memory.bank import utc_now_text as _row_time
 from clio_acp.memory.telemetry import NO_WRITES, StepFields, view_delta_counts
-from clio_acp.timestamps import format_timestamp
 
 __all__ = ["ActivityLog", "render_activity"]
 
 log = logging.getLogger(__name__)
-
-_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_last_row_time: tuple[int, str] = (-1, "")
-_last_row_second: tuple[int, str] = (-1, "")
-
-
-def _row_time() -> str:
-    """``timestamps.utc_now()``, formatted once per millisecond: the rows written in
-    one millisecond (a turn end, its step) share the text. ``datetime.now`` floors
-    the same system clock to microseconds, so the millisecond is the same."""
-    global _last_row_time
-    ms = time.time_ns() // 1_000_000
-    last, text = _last_row_time
-    if ms != last:
-        text = _row_text(ms)
-        _last_row_time = (ms, text)
-    return text
-
-
-def _row_text(ms: int) -> str:
-    """``format_timestamp`` of ``ms`` milliseconds after the Unix epoch. Everything
-    up to the milliseconds is formatted once per second (the rows of one second
-    share it), then the three digits of the millisecond and ``Z`` follow."""
-    global _last_row_second
-    second, milli = divmod(ms, 1000)
-    known, head = _last_row_second
-    if second != known:
-        head = format_timestamp(_UNIX_EPOCH + timedelta(seconds=second))[:-4]
-        _last_row_second = (second, head)
-    return f"{head}{milli:03d}Z"
 
 
 def render_activity(event: dict[str, Any]) -> str:

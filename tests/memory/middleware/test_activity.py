@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,25 +30,6 @@ def test_the_remembered_row_time_never_lets_a_bad_time_through():
         assert not telemetry._canonical_at(value)
         assert telemetry._canonical_at(good)  # remembered between the bad ones
     assert telemetry._canonical_at(good)
-
-
-# Milliseconds since the Unix epoch from year 1 to year 9999 (years before 1000 take
-# strftime's path in ``format_timestamp``).
-_MS = st.integers(-62_135_596_800_000, 253_402_300_799_999)
-
-
-@settings(max_examples=150)
-@given(st.lists(st.tuples(_MS, st.integers(-1500, 1500)), min_size=1, max_size=8))
-def test_row_text_is_the_formatted_millisecond(moments):
-    """``_row_text`` (the date and time of day formatted once per second) equals
-    ``format_timestamp`` of the millisecond, whatever second it formatted last:
-    pairs of nearby milliseconds share or cross a second."""
-    epoch = datetime(1970, 1, 1, tzinfo=UTC)
-    for ms, step in moments:
-        for value in (ms, min(max(ms + step, -62_135_596_800_000), 253_402_300_799_999)):
-            assert activity._row_text(value) == format_timestamp(
-                epoch + timedelta(milliseconds=value)
-            )
 
 
 def _delta_by_definition(before, after):
