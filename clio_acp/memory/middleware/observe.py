@@ -174,12 +174,14 @@ class RulesTierObservation(RulesTriggers):
         if s.tools_since_memory_step >= settings.cadence_tool_calls:
             self._add_trigger("interval")
         is_error = self._still_an_error(settings, step, call, outcome)
-        epoch_before = s.rules.state_epoch
-        if step.state_changing and settings.state_change_resets_repeats:
-            s.rules.note_change()
-        if step.state_changing and not step.revert:
-            what = ", ".join(step.writes[:3]) or step.command
-            s.rules.note_edit(step.step, what, step.writes)
+        rules = s.rules
+        epoch_before = rules.state_epoch
+        state_changing = step.state_changing
+        if state_changing and settings.state_change_resets_repeats:
+            rules.note_change()
+        if state_changing and not step.revert:
+            writes = step.writes
+            rules.note_edit(step.step, ", ".join(writes[:3]) or step.command, writes)
         if is_error:
             self._classify_error(step, outcome)
         else:
@@ -191,15 +193,15 @@ class RulesTierObservation(RulesTriggers):
             "step": step.step,
             "outcome": step.outcome,
             "informative": step.informative,
-            "stateChanging": step.state_changing,
+            "stateChanging": state_changing,
             "digest": step.digest,
         }
-        s.rules.last_command = partial(
+        rules.last_command = partial(
             _outcome_line, step.facts, step.outcome, step.step, step.digest, step.informative
         )
         if is_error:
             return self._on_failure(settings, step, outcome, epoch_before)
-        s.rules.note_outcome(step.fingerprint, step.step, False, "")
+        rules.note_outcome(step.fingerprint, step.step, False, "")
         return []
 
     def _still_an_error(
