@@ -163,12 +163,15 @@ async def test_slots_are_discovered_from_props(embedded_url):
         await client.aclose()
 
 
-@pytest.mark.parametrize("seed", [11, 12, 13])
-async def test_grammar_constrained_memory_step_parses(embedded_url, seed):
+async def test_grammar_constrained_memory_step_parses(embedded_url):
+    # One sampled answer shows the server applies the grammar (constrained, and the answer
+    # takes its shape); that every string the grammar admits parses is the property test
+    # in tests/models/test_grammar.py, so more seeds here only sample more of the same
+    # grammar (~2.7 s of CPU each).
     router = Router(_settings(embedded_url), paths=REAL_PATHS)
     try:
         answer = await router.memory_complete(
-            SYSTEM, USER, 300, timeout_ms=120_000, extra={"seed": seed, "cache_prompt": False}
+            SYSTEM, USER, 300, timeout_ms=120_000, extra={"seed": 11, "cache_prompt": False}
         )
     finally:
         await router.aclose()
