@@ -15,6 +15,9 @@ from clio_acp.session.manager import SessionManager
 from clio_acp.settings import Settings
 from tests.conftest import EMBEDDED_KEY_ENV
 
+DEMO_PROMPT = "List the files in this folder."
+"""README's demo turn."""
+
 
 @pytest.mark.slow
 async def test_real_turn_against_the_embedded_model(monkeypatch, workspace):
@@ -33,7 +36,11 @@ async def test_real_turn_against_the_embedded_model(monkeypatch, workspace):
         session.loop.limits.max_output_tokens = 16  # the shape of the turn, not its length
         events = []
         session.subscribe(events.append)
-        stop = await session.prompt("Say hello in one short sentence.")
+        # A prompt that names a tool's action: the constrained call phase offers the
+        # shortlist of matching tools (~400 prompt tokens) instead of all of them (~800,
+        # ~10 ms of CPU each here); the every-tool fallback is tested in
+        # tests/models/test_tool_calling.py.
+        stop = await session.prompt(DEMO_PROMPT)
         assert stop in ("end_turn", "max_tokens", "max_turn_requests")
         assert not [e for e in events if e.type == "notice" and e.level == "error"]
         answers = [r for r in session.rows() if r.type == "assistant"]
@@ -41,10 +48,6 @@ async def test_real_turn_against_the_embedded_model(monkeypatch, workspace):
         assert any(e.type == "usage_update" for e in events)
     finally:
         await manager.aclose()
-
-
-DEMO_PROMPT = "List the files in this folder."
-"""README's demo turn."""
 
 
 @pytest.mark.slow
