@@ -163,9 +163,11 @@ class MemoryMiddleware(
         if trigger not in self._s.triggers:
             self._s.triggers.append(trigger)
 
-    def _guard(self, name: str, func: Callable[[], list[Effect]]) -> list[Effect]:
+    def _guard(self, name: str, func: Callable[..., list[Effect]], *args: Any) -> list[Effect]:
+        """``func(*args)``; an exception is logged and yields no effects (hooks never
+        raise)."""
         try:
-            return func()
+            return func(*args)
         except Exception:
             log.exception("memory hook %s failed; no effects", name)
             return []

@@ -121,23 +121,22 @@ class RulesTierObservation(RulesTriggers):
         """§4: prepare the step and keep it under ``tool_call_id`` (or
         ``anonymous:<fp>``), bounded by the trajectory window (FIFO). Returns no
         effects; never raises."""
+        return self._guard("before_tool", self._before_tool, call, session_id)
 
-        def run() -> list[Effect]:
-            self._observe(session_id)
-            settings = self.settings()
-            if not self._active(settings):
-                return []
-            step = self._prepare(call)
-            if step is None:
-                return []
-            key = call.tool_call_id or f"anonymous:{step.fingerprint}"
-            pending = self._s.pending
-            pending[key] = step
-            while len(pending) > settings.trajectory_steps:
-                pending.popitem(last=False)
+    def _before_tool(self, call: ToolCall, session_id: str | None) -> list[Effect]:
+        self._observe(session_id)
+        settings = self.settings()
+        if not self._active(settings):
             return []
-
-        return self._guard("before_tool", run)
+        step = self._prepare(call)
+        if step is None:
+            return []
+        key = call.tool_call_id or f"anonymous:{step.fingerprint}"
+        pending = self._s.pending
+        pending[key] = step
+        while len(pending) > settings.trajectory_steps:
+            pending.popitem(last=False)
+        return []
 
     def after_tool(
         self, call: ToolCall, outcome: ToolOutcome, *, session_id: str | None = None
@@ -145,7 +144,7 @@ class RulesTierObservation(RulesTriggers):
         """§4 tool observation plus §12.1–12.4. Returns at most one
         ``AnnotateToolResult`` (repeated failure or environmental failure) and, at
         the ``loopStopRepeats``-th identical repeat, a ``StopTurn``. Never raises."""
-        return self._guard("after_tool", lambda: self._after_tool(call, outcome, session_id))
+        return self._guard("after_tool", self._after_tool, call, outcome, session_id)
 
     def _take_step(self, call: ToolCall) -> TrajectoryStep | None:
         """The step ``before_tool`` prepared for ``call`` (or a fresh one)."""

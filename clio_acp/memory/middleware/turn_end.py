@@ -34,7 +34,7 @@ class TurnBoundaries:
         Clears the per-turn annotated set. Returns the pending restore offer (§4,
         §12.6) and every deferred reminder still valid (§4 onDeferredReminder).
         Never raises (a failure is logged and yields no effects)."""
-        return self._guard("turn_start", lambda: self._turn_start(turn_id, text, session_id))
+        return self._guard("turn_start", self._turn_start, turn_id, text, session_id)
 
     def _turn_start(self, turn_id: str | None, text: str, session_id: str | None) -> list[Effect]:
         self._observe(session_id)
@@ -75,7 +75,7 @@ class TurnBoundaries:
         newest unreported repeated failure becomes a deferred reminder (delivered by
         the next ``turn_start``). An ``aborted`` turn's reminders are dropped.
         Always returns no effects directly; never raises."""
-        return self._guard("turn_end", lambda: self._turn_end(turn_id, aborted, session_id))
+        return self._guard("turn_end", self._turn_end, turn_id, aborted, session_id)
 
     def _turn_end(self, turn_id: str | None, aborted: bool, session_id: str | None) -> list[Effect]:
         self._observe(session_id)
