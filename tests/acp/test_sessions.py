@@ -2,8 +2,9 @@
 ``session/list``, ``session/close``, ``session/delete``, ``session/fork``.
 
 Fork and the running-prompt cases share one agent for the module (``agent``); load and
-resume need a second process, and the list test an agent whose store holds only its
-own sessions, so those start their own."""
+resume need a second process (one test: two sessions made in one agent, one loaded and
+one resumed in the next), and the list test an agent whose store holds only its own
+sessions, so those start their own."""
 
 from __future__ import annotations
 
@@ -21,51 +22,59 @@ from tests.support.model_server import Reply, ToolCall
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 
 
-async def test_load_replays_the_whole_history_before_answering(model_server, workspace):
+async def test_in_a_new_process_load_replays_the_history_and_resume_never_replays(
+    model_server, workspace, tmp_path
+):
+    # Two sessions made in one agent, then one loaded and the other resumed in a second
+    # agent (one process each, not two: what each side sees is told apart by session id).
     model_server.install_settings(memory=False)
     model_server.push(
         Reply(reasoning="plan", tool_calls=[ToolCall("list_dir", json.dumps({"path": "."}))]),
         Reply(text="The folder is empty."),
+        Reply(text="first answer"),
     )
+    other = tmp_path / "other"
+    other.mkdir()
     async with acp_agent() as (conn, _client, _proc):
-        new = await start_session(conn, workspace)
-        sid = new.session_id
-        await conn.prompt(session_id=sid, prompt=[text_block("what is here?")])
-    async with acp_agent() as (conn, client, _proc):
-        await conn.initialize(protocol_version=1)
-        loaded = await conn.load_session(session_id=sid, cwd=str(workspace), mcp_servers=[])
-        replayed = [p["update"]["sessionUpdate"] for p in client.raw_updates]
-    assert loaded.modes.current_mode_id == "ask"
-    assert texts_of(client, "user_message_chunk", sid) == "what is here?"
-    assert texts_of(client, "agent_message_chunk", sid) == "The folder is empty."
-    assert "agent_thought_chunk" in replayed
-    assert "tool_call" in replayed and "tool_call_update" in replayed
-    assert replayed.index("user_message_chunk") < replayed.index("tool_call")
-
-
-async def test_resume_never_replays_and_the_session_continues(model_server, workspace):
-    model_server.install_settings(memory=False)
-    model_server.push(Reply(text="first answer"))
-    async with acp_agent() as (conn, _client, _proc):
-        new = await start_session(conn, workspace)
-        sid = new.session_id
-        await conn.prompt(session_id=sid, prompt=[text_block("first")])
+        loaded_sid = (await start_session(conn, workspace)).session_id
+        await conn.prompt(session_id=loaded_sid, prompt=[text_block("what is here?")])
+        resumed_sid = (await conn.new_session(cwd=str(other), mcp_servers=[])).session_id
+        await conn.prompt(session_id=resumed_sid, prompt=[text_block("first")])
     model_server.push(Reply(text="second answer"))
     async with acp_agent() as (conn, client, _proc):
         await conn.initialize(protocol_version=1)
-        await conn.resume_session(session_id=sid, cwd=str(workspace), mcp_servers=[])
+        await conn.resume_session(session_id=resumed_sid, cwd=str(other), mcp_servers=[])
         # Barrier: updates of one session go out in order, so once the mode change's
         # update arrives, a replay (if there were one) would already be here.
-        await conn.set_session_mode(session_id=sid, mode_id="ask")
+        await conn.set_session_mode(session_id=resumed_sid, mode_id="ask")
         await client.wait_update(
-            lambda p: p["update"].get("sessionUpdate") == "config_option_update"
+            lambda p: (
+                p["sessionId"] == resumed_sid
+                and p["update"].get("sessionUpdate") == "config_option_update"
+            )
         )
-        before = [p["update"]["sessionUpdate"] for p in client.raw_updates]
-        result = await conn.prompt(session_id=sid, prompt=[text_block("second")])
+        before = [
+            p["update"]["sessionUpdate"]
+            for p in client.raw_updates
+            if p["sessionId"] == resumed_sid
+        ]
+        result = await conn.prompt(session_id=resumed_sid, prompt=[text_block("second")])
+        sent = json.dumps(model_server.bodies[-1]["messages"])
+        loaded = await conn.load_session(session_id=loaded_sid, cwd=str(workspace), mcp_servers=[])
+        replayed = [
+            p["update"]["sessionUpdate"] for p in client.raw_updates if p["sessionId"] == loaded_sid
+        ]
+    # resume: no replay, and the conversation went on where it was
     assert "user_message_chunk" not in before and "agent_message_chunk" not in before
     assert result.stop_reason == "end_turn"
-    sent = json.dumps(model_server.bodies[-1]["messages"])
-    assert "first answer" in sent  # the conversation went on where it was
+    assert "first answer" in sent
+    # load: the whole history, in order, before the answer
+    assert loaded.modes.current_mode_id == "ask"
+    assert texts_of(client, "user_message_chunk", loaded_sid) == "what is here?"
+    assert texts_of(client, "agent_message_chunk", loaded_sid) == "The folder is empty."
+    assert "agent_thought_chunk" in replayed
+    assert "tool_call" in replayed and "tool_call_update" in replayed
+    assert replayed.index("user_message_chunk") < replayed.index("tool_call")
 
 
 async def test_list_close_delete_and_unknown_sessions(model_server, workspace, tmp_path):
