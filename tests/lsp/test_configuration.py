@@ -53,17 +53,6 @@ async def test_invalid_initialization_options_show_a_message_and_use_the_default
     assert "# clio memory" in _doc(workspace).read_text(encoding="utf-8")
 
 
-async def test_valid_initialization_options_are_applied(
-    lsp: LanguageClient, client_name: str, workspace: Path
-):
-    options = {"memoryDocument": False, "diagnostics": {"severity": "hint"}}
-    await lsp.initialize_session(initialize_params(client_name, workspace, options=options))
-    result = await _show(lsp)
-    assert result["document"].endswith("/.clio-coder/memory.md")
-    assert not _doc(workspace).exists()
-    assert lsp.messages == []
-
-
 @SHARED
 async def test_did_change_configuration_applies_new_values_and_reports_bad_ones(
     shared_client: LanguageClient, workspace: Path
@@ -131,11 +120,22 @@ async def test_empty_did_change_configuration_pulls_again(
     assert not _doc(workspace).exists()
 
 
-async def test_partial_change_keeps_the_editor_session_and_other_sections_are_ignored(
+async def test_valid_initialization_options_apply_and_a_partial_change_keeps_the_session(
     lsp: LanguageClient, client_name: str, workspace: Path
 ):
-    options = {"editorSessionId": "w1"}
+    # One process for two questions about options given at initialize: they apply, and a
+    # later partial change keeps the editor session while other servers' sections are
+    # ignored.
+    options = {
+        "memoryDocument": False,
+        "diagnostics": {"severity": "hint"},
+        "editorSessionId": "w1",
+    }
     await lsp.initialize_session(initialize_params(client_name, workspace, options=options))
+    result = await _show(lsp)
+    assert result["document"].endswith("/.clio-coder/memory.md")
+    assert not _doc(workspace).exists()
+    assert lsp.messages == []
     created = await lsp.workspace_execute_command_async(
         types.ExecuteCommandParams(command="clio.session.new", arguments=[[]])
     )
