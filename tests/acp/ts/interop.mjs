@@ -109,7 +109,7 @@ const summary = {};
   child.kill();
 }
 
-// --- second connection: load with replay, list, resume, close
+// --- second connection: load with replay, list, resume, close; then the MCP session
 {
   const record = { updates: [], permissions: [], waiters: [] };
   const { child, stream } = startAgent();
@@ -145,17 +145,10 @@ const summary = {};
     } catch (error) {
       summary.afterCloseError = error.code;
     }
-  });
-  child.kill();
-}
 
-// --- third connection: the client's MCP server and the agent's plan (issue 21)
-{
-  const record = { updates: [], permissions: [], waiters: [] };
-  const { child, stream } = startAgent();
-  const mcpArgv = JSON.parse(process.env.MCP_CMD);
-  await makeClient(record).connectWith(stream, async (ctx) => {
-    await ctx.request(acp.methods.agent.initialize, { protocolVersion: acp.PROTOCOL_VERSION });
+    // The client's MCP server and the agent's plan (issue 21), in a new session of the
+    // same agent (this connection had no permission requests before it).
+    const mcpArgv = JSON.parse(process.env.MCP_CMD);
     const created = await ctx.request(acp.methods.agent.session.new, {
       cwd: workspace,
       mcpServers: [
@@ -167,20 +160,20 @@ const summary = {};
         },
       ],
     });
-    const sid = created.sessionId;
+    const mcpSid = created.sessionId;
     const done = await ctx.request(acp.methods.agent.session.prompt, {
-      sessionId: sid,
+      sessionId: mcpSid,
       prompt: [{ type: "text", text: "plan, then add 2 and 40" }],
     });
     summary.mcpStop = done.stopReason;
     summary.mcpPlans = record.updates
-      .filter((u) => u.sessionId === sid && u.update.sessionUpdate === "plan")
+      .filter((u) => u.sessionId === mcpSid && u.update.sessionUpdate === "plan")
       .map((u) => u.update.entries.map((e) => [e.content, e.status]));
     summary.mcpToolCalls = record.updates
-      .filter((u) => u.sessionId === sid && u.update.sessionUpdate === "tool_call")
+      .filter((u) => u.sessionId === mcpSid && u.update.sessionUpdate === "tool_call")
       .map((u) => [u.update.title, u.update.kind]);
     summary.mcpPermissions = record.permissions.map((p) => p.toolCall.kind);
-    await ctx.request(acp.methods.agent.session.close, { sessionId: sid });
+    await ctx.request(acp.methods.agent.session.close, { sessionId: mcpSid });
   });
   child.kill();
 }
