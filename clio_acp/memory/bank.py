@@ -259,6 +259,11 @@ class TaskMemoryBank:
             "procedural": {},
         }
         self._counter = 1
+        # ``delta_view``'s dicts, kept as the entries change. One handed out by
+        # ``delta_view`` is shared (``_shared``): the next change copies it first.
+        self._views: dict[str, dict[str, tuple[str, str]]] = {}
+        self._shared: set[str] = set()
+        self._reset_views()
 
     # -- reading ---------------------------------------------------------------
 
@@ -280,18 +285,32 @@ class TaskMemoryBank:
     def delta_view(self) -> dict[str, dict[str, tuple[str, str]]]:
         """``{"status" | "knowledge" | "procedural": {id: (content, createdAt)}}``
         (oldest first; status has at most one entry): what a bank delta compares
-        (``telemetry.view_delta_counts``), read without copying the entries (taken
-        once per telemetry row after a write)."""
+        (``telemetry.view_delta_counts``; taken once per telemetry row after a write).
+        Kept up to date by every write instead of read from the entries: a class's
+        dict is the same object as in the previous view while nothing in it changed.
+        Read the dicts; never change them."""
+        self._shared.update(self._views)
+        return dict(self._views)
+
+    def _reset_views(self) -> None:
+        """Every class's view read from the entries (after a clear or restore)."""
         status = self._status
-        return {
+        self._views = {
             "status": {status.id: (status.content, status.created_at)} if status else {},
-            "knowledge": {
-                e.id: (e.content, e.created_at) for e in self._entries["knowledge"].values()
-            },
-            "procedural": {
-                e.id: (e.content, e.created_at) for e in self._entries["procedural"].values()
+            **{
+                kind: {e.id: (e.content, e.created_at) for e in entries.values()}
+                for kind, entries in self._entries.items()
             },
         }
+        self._shared.clear()
+
+    def _view(self, kind: str) -> dict[str, tuple[str, str]]:
+        """The view of ``kind`` to change (a copy when ``delta_view`` handed it out)."""
+        view = self._views[kind]
+        if kind in self._shared:
+            view = self._views[kind] = dict(view)
+            self._shared.discard(kind)
+        return view
 
     @property
     def size(self) -> int:
@@ -360,6 +379,7 @@ class TaskMemoryBank:
             self._status.content = text
             self._status.last_touched_at = now
             self._status.origin = origin
+        self._views["status"] = {self._status.id: (text, self._status.created_at)}
         return self._status.copy()
 
     def save(
@@ -392,6 +412,7 @@ class TaskMemoryBank:
         else:
             entry = TaskMemoryEntry(self._next_id(kind), kind, text, now, now, origin=origin)
             entries[entry.id] = entry
+        self._view(kind)[entry.id] = (text, entry.created_at)
         result = entry.copy()
         self._evict(kind)
         return result
@@ -402,14 +423,17 @@ class TaskMemoryBank:
         while len(entries) > cap:
             victim = min(entries.values(), key=_EVICTION_ORDER)
             del entries[victim.id]
+            del self._view(kind)[victim.id]
 
     def delete_entry(self, entry_id: str) -> bool:
         """Delete the entry with this id (status included). True if one was deleted."""
         if self._status and self._status.id == entry_id:
             self._status = None
+            self._views["status"] = {}
             return True
-        for entries in self._entries.values():
+        for kind, entries in self._entries.items():
             if entries.pop(entry_id, None) is not None:
+                del self._view(kind)[entry_id]
                 return True
         return False
 
@@ -430,6 +454,7 @@ class TaskMemoryBank:
         for entries in self._entries.values():
             entries.clear()
         self._counter = 1
+        self._reset_views()
 
     # -- rendering -------------------------------------------------------------
 
@@ -539,6 +564,7 @@ class TaskMemoryBank:
         suffixes = [s for s in (id_suffix(e.id) for e in all_entries) if s is not None]
         self._status = status_entry
         self._entries = loaded
+        self._reset_views()
         self._counter = max(suffixes, default=0) + 1
 
     def entries(self) -> list[TaskMemoryEntry]:

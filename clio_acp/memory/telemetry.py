@@ -281,11 +281,12 @@ def view_delta_counts(
 ) -> tuple[int, ...]:
     """``delta_counts`` of the two snapshots two ``TaskMemoryBank.delta_view`` readings
     stand for (per class ``{id: (content, createdAt)}``): the same nine counts, by
-    dict operations instead of walking entry dicts."""
+    dict operations instead of walking entry dicts (a class the bank did not change
+    is the same dict in both)."""
     counts: list[int] = []
     for kind in _DELTA_KINDS:
         old, new = before[kind], after[kind]
-        if old == new:
+        if old is new or old == new:
             counts += (0, 0, 0)
             continue
         common = new.keys() & old.keys()

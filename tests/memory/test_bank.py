@@ -491,3 +491,70 @@ def test_well_formed_text_replaces_exactly_the_lone_surrogates(text):
 
     assert bank.well_formed_text(text) == bank._LONE_SURROGATE.sub("\ufffd", text)
     assert bank.well_formed_text("plain ascii") == "plain ascii"
+
+
+def _views_by_definition(bank: TaskMemoryBank) -> dict[str, list[tuple[str, tuple[str, str]]]]:
+    """``delta_view`` as first written: each class read from its entries, in order."""
+    status = bank.status
+    views = {"status": [(status.id, (status.content, status.created_at))] if status else []}
+    for kind in ("knowledge", "procedural"):
+        views[kind] = [(e.id, (e.content, e.created_at)) for e in getattr(bank, kind)]
+    return views
+
+
+_VIEW_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            (
+                *("save", "save", "update", "same", "delete", "cite"),
+                *("status", "view", "clear", "keep", "restore", "drop_status"),
+            )
+        ),
+        st.integers(0, 7),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=150)
+@given(_VIEW_OPS, st.booleans())
+def test_delta_view_is_the_entries_after_any_writes_and_never_changes_once_taken(ops, frozen):
+    """The views kept by every write equal the entries read afresh (order included)
+    after any history of saves (evicting: caps 2 and 3), rewrites (also to the same
+    text), deletions, citations, status writes, clears and restores of an earlier snapshot; and a view
+    handed out earlier still reads as it did then."""
+    bank = TaskMemoryBank(
+        knowledge_cap=2, procedural_cap=3, clock=FrozenClock() if frozen else FakeClock()
+    )
+    taken: list[tuple[dict, dict]] = []
+    kept = bank.snapshot()
+    for op, n in ops:
+        ids = sorted(bank.ids())
+        if op == "save":
+            bank.save("knowledge" if n % 2 else "procedural", f"entry {n}", origin="rules")
+        elif op == "status":
+            bank.update_status(f"status {n % 3}", origin="rules")
+        elif op == "clear":
+            bank.clear()
+        elif op == "keep":
+            kept = bank.snapshot()
+        elif op == "restore":
+            bank.restore(kept)
+        elif op == "view":
+            view = bank.delta_view()
+            taken.append((view, {k: dict(v) for k, v in view.items()}))
+        elif ids and op in ("update", "same"):
+            entry = bank.get(ids[n % len(ids)])
+            if entry.kind != "status":
+                text = entry.content if op == "same" else f"changed {n}"
+                bank.save(entry.kind, text, entry.id, origin="rules")
+        elif ids and op == "delete":
+            bank.delete_entry(ids[n % len(ids)])
+        elif op == "drop_status" and bank.status is not None:
+            bank.delete_entry(bank.status.id)
+        elif ids and op == "cite":
+            bank.record_injection([ids[n % len(ids)]])
+        view = bank.delta_view()
+        assert {k: list(v.items()) for k, v in view.items()} == _views_by_definition(bank)
+        for earlier, copy in taken:
+            assert earlier == copy
