@@ -12,6 +12,10 @@ Figures (each the median over ``--runs`` runs):
   over a long synthetic trajectory (reads, edits, failing reruns, grep no-match,
   pylint exits, environment failures), with a turn boundary every 4 calls.
 - ``real_us_per_event``: the same over every call of the shared trajectories.
+- ``real_file_sink_us_per_event``: the same with the telemetry rows appended to a
+  ``steps.jsonl`` (in a temporary folder), as a live session writes them; the other
+  figures keep every row in memory (``MemorySinkList``). The difference is what a
+  session pays for its telemetry beyond the bench's sink (mostly system calls).
 - ``baseline_us_per_event``: the same synthetic events through a *disabled*
   registration (hook plumbing only); ``ratio`` = rules tier / baseline.
 - ``replay_events_per_s``: tool events per second of ``replay_recording`` over all
@@ -39,6 +43,7 @@ import asyncio
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -48,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 from clio_acp.agent.recordings import load_recordings  # noqa: E402
 from clio_acp.agent.replay import replay_recording  # noqa: E402
 from clio_acp.memory.middleware import MemoryMiddleware, ToolCall, ToolOutcome  # noqa: E402
-from clio_acp.memory.telemetry import MemorySinkList  # noqa: E402
+from clio_acp.memory.telemetry import MemorySinkList, TelemetrySink  # noqa: E402
 from clio_acp.settings import MemorySettings  # noqa: E402
 
 TRAJ = ROOT.parent / "shared" / "trajectories"
@@ -109,12 +114,16 @@ def _first_sighting() -> None:
 
 
 def per_event_us(
-    events: list[tuple[ToolCall, ToolOutcome]], enabled: bool = True
+    events: list[tuple[ToolCall, ToolOutcome]],
+    enabled: bool = True,
+    steps_file: Path | None = None,
 ) -> tuple[float, float]:
     """(wall µs, CPU µs) per event of ``before_tool`` + ``after_tool`` (turn boundary
-    every 4 calls) through one fresh registration."""
+    every 4 calls) through one fresh registration; its telemetry rows are kept in
+    memory, or appended to ``steps_file`` when given (a live session's sink)."""
     settings = MemorySettings(enabled=enabled)
-    mw = MemoryMiddleware(lambda: settings, telemetry=MemorySinkList())
+    sink = MemorySinkList() if steps_file is None else TelemetrySink(steps_file)
+    mw = MemoryMiddleware(lambda: settings, telemetry=sink)
     mw.turn_start("t0", "Fix the parser. Never edit the tests.")
     _first_sighting()
     started, cpu = time.perf_counter(), time.process_time()
@@ -175,11 +184,14 @@ def main() -> None:
         figures.setdefault(name, []).append(pair[0])
         figures.setdefault(name + "_cpu", []).append(pair[1])
 
-    for _ in range(args.runs):
-        add("synthetic", per_event_us(events))
-        add("baseline", per_event_us(events, enabled=False))
-        add("real", per_event_us(real_events))
-        add("replay", replay_rate(recordings))
+    with tempfile.TemporaryDirectory() as folder:
+        for run in range(args.runs):
+            add("synthetic", per_event_us(events))
+            add("baseline", per_event_us(events, enabled=False))
+            add("real", per_event_us(real_events))
+            steps_file = Path(folder) / str(run) / "steps.jsonl"
+            add("real_file_sink", per_event_us(real_events, steps_file=steps_file))
+            add("replay", replay_rate(recordings))
 
     result = {
         "runs": args.runs,
@@ -188,6 +200,7 @@ def main() -> None:
         "recordings": len(recordings),
         "synthetic_us_per_event": _median(figures["synthetic"]),
         "real_us_per_event": _median(figures["real"]),
+        "real_file_sink_us_per_event": _median(figures["real_file_sink"]),
         "baseline_us_per_event": _median(figures["baseline"], 2),
         "ratio": round(
             statistics.median(figures["synthetic"]) / statistics.median(figures["baseline"]), 1
@@ -195,6 +208,7 @@ def main() -> None:
         "replay_events_per_s": round(statistics.median(figures["replay"])),
         "synthetic_cpu_us_per_event": _median(figures["synthetic_cpu"]),
         "real_cpu_us_per_event": _median(figures["real_cpu"]),
+        "real_file_sink_cpu_us_per_event": _median(figures["real_file_sink_cpu"]),
         "baseline_cpu_us_per_event": _median(figures["baseline_cpu"], 2),
         "replay_cpu_events_per_s": round(statistics.median(figures["replay_cpu"])),
         "best_synthetic_cpu_us_per_event": round(min(figures["synthetic_cpu"]), 1),
@@ -218,7 +232,8 @@ def main() -> None:
     )
     print(
         f"CPU time: {result['synthetic_cpu_us_per_event']} µs/event synthetic, "
-        f"{result['real_cpu_us_per_event']} µs/event real, baseline "
+        f"{result['real_cpu_us_per_event']} µs/event real "
+        f"({result['real_file_sink_cpu_us_per_event']} with a live session's steps.jsonl), baseline "
         f"{result['baseline_cpu_us_per_event']} µs/event; replay "
         f"{result['replay_cpu_events_per_s']} tool events per CPU second"
     )
