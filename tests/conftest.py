@@ -141,13 +141,18 @@ SHARED_PROCESS_GROUPS = {
     ),
 }
 """The modules whose tests use a shared LSP server (``tests/lsp/conftest.py``) or a
-shared ACP agent (``tests/acp/conftest.py``), by that fixture's name. A test process
+shared ACP agent (``tests/acp/conftest.py``: ``shared_agent``, or ``raw_agent`` on the
+raw wire), by that fixture's name. A test process
 shares one server per configuration across modules, so under xdist each group is one
 unit of work (``pytest_xdist_make_scheduler``): one worker starts its servers once,
 instead of every worker that got one of the modules starting its own. Collection fails
 when the table and the tests' fixtures disagree."""
 
 _GROUP_OF_MODULE = {m: f"{name} group" for name, ms in SHARED_PROCESS_GROUPS.items() for m in ms}
+
+GROUP_FIXTURES = {"shared_agent": ("shared_agent", "raw_agent")}
+"""The fixtures that put a module in a ``SHARED_PROCESS_GROUPS`` entry, where more than
+the entry's own name."""
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -172,10 +177,11 @@ def check_shared_process_groups(items: list[pytest.Item]) -> None:
     tests uses it."""
     for fixture, listed in SHARED_PROCESS_GROUPS.items():
         collected = {item.nodeid.split("::", 1)[0] for item in items}
+        fixtures = GROUP_FIXTURES.get(fixture, (fixture,))
         using = {
             item.nodeid.split("::", 1)[0]
             for item in items
-            if fixture in getattr(item, "fixturenames", ())
+            if any(name in getattr(item, "fixturenames", ()) for name in fixtures)
         }
         unlisted = sorted(using - set(listed))
         idle = sorted((set(listed) & collected) - using)

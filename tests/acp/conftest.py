@@ -11,6 +11,12 @@ are closed after it. Such a module marks its tests
 ``pytest.mark.asyncio(loop_scope="session")`` (the agent lives on the session's event
 loop; ``agent`` fails a test on another loop); its ``model_server`` and
 data/state/config folders are the agent's.
+
+Raw-wire tests that are not about the process share ``raw_wire``: one initialized
+agent (no client capabilities, memory off) with its own folders and scripted model
+server (``raw_wire.model``, reset per test); each test opens its own sessions
+(``raw_wire.new_session``, closed after it) and prefixes its request ids with its node
+id (``raw_wire.rid``).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +247,69 @@ def isolated_dirs(isolated_dirs, request: pytest.FixtureRequest, monkeypatch: py
     for name, path in home.items():
         monkeypatch.setenv(f"CLIO_ACP_{name.upper()}_DIR", str(path))
     return home
+
+
+# -- one agent on the raw wire --------------------------------------------------------
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def raw_agent(tmp_path_factory) -> AsyncIterator[tuple[RawPeer, ScriptedModelServer]]:
+    """One initialized agent on the raw wire (no client capabilities, memory off) for the
+    wire tests of this test process, in folders of its own, with the scripted model
+    server its settings name."""
+    home = make_home(tmp_path_factory.mktemp("raw-agent-home"))
+    with running_server() as model:
+        model.install_settings(home["config"], memory=False)
+        env = {f"CLIO_ACP_{name.upper()}_DIR": str(path) for name, path in home.items()}
+        peer = await RawPeer.start(env=env)
+        try:
+            await peer.send(req("raw-init", "initialize", {"protocolVersion": 1}))
+            await peer.recv_until(lambda m: m.get("id") == "raw-init")
+            yield peer, model
+        finally:
+            await peer.close()
+
+
+@dataclass
+class Wire:
+    """The raw agent for one test: its model server (reset) and the test's name, which
+    prefixes the test's request ids (``rid``); sessions it opened are closed after it."""
+
+    peer: RawPeer
+    model: ScriptedModelServer
+    tag: str
+    opened: list[str] = field(default_factory=list)
+
+    def rid(self, name: str) -> str:
+        return f"{self.tag}-{name}"
+
+    async def new_session(self, cwd: Path) -> str:
+        await self.peer.send(
+            req(self.rid("new"), "session/new", {"cwd": str(cwd), "mcpServers": []})
+        )
+        new, _ = await self.peer.recv_until(lambda m: m.get("id") == self.rid("new"))
+        self.opened.append(new["result"]["sessionId"])
+        return self.opened[-1]
+
+    def chunk_in(self, sid: str):
+        """A predicate: an ``agent_message_chunk`` update of session ``sid``."""
+
+        def chunk(m: dict) -> bool:
+            params = m.get("params", {})
+            return (
+                params.get("sessionId") == sid
+                and params.get("update", {}).get("sessionUpdate") == "agent_message_chunk"
+            )
+
+        return chunk
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def raw_wire(raw_agent, request: pytest.FixtureRequest) -> AsyncIterator[Wire]:
+    peer, model = raw_agent
+    _fresh_model(model)
+    wire = Wire(peer, model, request.node.nodeid)
+    yield wire
+    for sid in wire.opened:
+        await peer.send(req(wire.rid(f"close-{sid}"), "session/close", {"sessionId": sid}))
+        await peer.recv_until(lambda m, sid=sid: m.get("id") == wire.rid(f"close-{sid}"))

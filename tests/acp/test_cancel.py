@@ -1,25 +1,18 @@
 """ACP ``session/cancel`` and ``$/cancel_request`` on a prompt: the model stream and
 a running command stop, the prompt answers ``cancelled``. The SDK-client tests share
 one agent whose client offers every tool (``agent``); the raw-wire ones share another
-(``raw_agent``, its own folders and model server), each test in its own session with
-its own request ids."""
+(``raw_wire``), each test in its own session with its own request ids."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from acp import text_block
 
-from tests.acp.conftest import ALL_TOOLS, SharedAgent, _fresh_model, req
-from tests.conftest import make_home
-from tests.support.acp_client import RawPeer
-from tests.support.model_server import Reply, ScriptedModelServer, ToolCall, running_server
+from tests.acp.conftest import ALL_TOOLS, SharedAgent, Wire, req
+from tests.support.model_server import Reply, ToolCall
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
@@ -28,68 +21,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
 @pytest.fixture(scope="module")
 def agent_capabilities():
     return ALL_TOOLS
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def raw_agent(tmp_path_factory) -> AsyncIterator[tuple[RawPeer, ScriptedModelServer]]:
-    """One initialized agent on the raw wire for this module's wire tests, in folders of
-    its own, with the scripted model server its settings name."""
-    home = make_home(tmp_path_factory.mktemp("raw-agent-home"))
-    with running_server() as model:
-        model.install_settings(home["config"], memory=False)
-        env = {f"CLIO_ACP_{name.upper()}_DIR": str(path) for name, path in home.items()}
-        peer = await RawPeer.start(env=env)
-        try:
-            await peer.send(req("raw-init", "initialize", {"protocolVersion": 1}))
-            await peer.recv_until(lambda m: m.get("id") == "raw-init")
-            yield peer, model
-        finally:
-            await peer.close()
-
-
-@dataclass
-class Wire:
-    """The raw agent for one test: its model server (reset) and the test's name, which
-    prefixes the test's request ids (``rid``); sessions it opened are closed after it."""
-
-    peer: RawPeer
-    model: ScriptedModelServer
-    tag: str
-    opened: list[str] = field(default_factory=list)
-
-    def rid(self, name: str) -> str:
-        return f"{self.tag}-{name}"
-
-    async def new_session(self, cwd: Path) -> str:
-        await self.peer.send(
-            req(self.rid("new"), "session/new", {"cwd": str(cwd), "mcpServers": []})
-        )
-        new, _ = await self.peer.recv_until(lambda m: m.get("id") == self.rid("new"))
-        self.opened.append(new["result"]["sessionId"])
-        return self.opened[-1]
-
-    def chunk_in(self, sid: str):
-        """A predicate: an ``agent_message_chunk`` update of session ``sid``."""
-
-        def chunk(m: dict) -> bool:
-            params = m.get("params", {})
-            return (
-                params.get("sessionId") == sid
-                and params.get("update", {}).get("sessionUpdate") == "agent_message_chunk"
-            )
-
-        return chunk
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def wire(raw_agent, request: pytest.FixtureRequest) -> AsyncIterator[Wire]:
-    peer, model = raw_agent
-    _fresh_model(model)
-    wire = Wire(peer, model, request.node.name)
-    yield wire
-    for sid in wire.opened:
-        await peer.send(req(wire.rid(f"close-{sid}"), "session/close", {"sessionId": sid}))
-        await peer.recv_until(lambda m, sid=sid: m.get("id") == wire.rid(f"close-{sid}"))
 
 
 async def test_cancel_stops_a_running_terminal_command_and_answers_cancelled(
@@ -131,61 +62,65 @@ async def test_cancel_during_model_stream_answers_cancelled(
     assert again.stop_reason == "end_turn"
 
 
-async def test_cancel_request_on_a_prompt_ends_it_cancelled(wire: Wire, tmp_path):
-    wire.model.push(Reply(text=["slow "] * 200, chunk_delay=0.05))
-    peer = wire.peer
-    sid = await wire.new_session(tmp_path)
+async def test_cancel_request_on_a_prompt_ends_it_cancelled(raw_wire: Wire, tmp_path):
+    raw_wire.model.push(Reply(text=["slow "] * 200, chunk_delay=0.05))
+    peer = raw_wire.peer
+    sid = await raw_wire.new_session(tmp_path)
     prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
-    await peer.send(req(wire.rid("p-1"), "session/prompt", prompt))
-    await peer.recv_until(wire.chunk_in(sid))
+    await peer.send(req(raw_wire.rid("p-1"), "session/prompt", prompt))
+    await peer.recv_until(raw_wire.chunk_in(sid))
     await peer.send(
-        {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": wire.rid("p-1")}}
+        {
+            "jsonrpc": "2.0",
+            "method": "$/cancel_request",
+            "params": {"requestId": raw_wire.rid("p-1")},
+        }
     )
-    answer, _ = await peer.recv_until(lambda m: m.get("id") == wire.rid("p-1"))
+    answer, _ = await peer.recv_until(lambda m: m.get("id") == raw_wire.rid("p-1"))
     assert answer["result"] == {"stopReason": "cancelled"}
 
 
-async def test_a_prompt_right_after_cancel_waits_for_the_cancelled_turn(wire: Wire, tmp_path):
+async def test_a_prompt_right_after_cancel_waits_for_the_cancelled_turn(raw_wire: Wire, tmp_path):
     """Issue 21: ``session/cancel`` then an immediate ``session/prompt`` is queued behind
     the winding-down turn, not refused with -32600."""
-    wire.model.push(Reply(text=["slow "] * 200, chunk_delay=0.05), Reply(text="again"))
-    peer = wire.peer
-    sid = await wire.new_session(tmp_path)
+    raw_wire.model.push(Reply(text=["slow "] * 200, chunk_delay=0.05), Reply(text="again"))
+    peer = raw_wire.peer
+    sid = await raw_wire.new_session(tmp_path)
     prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}
-    await peer.send(req(wire.rid("p-1"), "session/prompt", prompt))
-    await peer.recv_until(wire.chunk_in(sid))
+    await peer.send(req(raw_wire.rid("p-1"), "session/prompt", prompt))
+    await peer.recv_until(raw_wire.chunk_in(sid))
     await peer.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
     again = {**prompt, "prompt": [{"type": "text", "text": "again"}]}
-    await peer.send(req(wire.rid("p-2"), "session/prompt", again))
-    first, _ = await peer.recv_until(lambda m: m.get("id") == wire.rid("p-1"))
-    second, _ = await peer.recv_until(lambda m: m.get("id") == wire.rid("p-2"))
+    await peer.send(req(raw_wire.rid("p-2"), "session/prompt", again))
+    first, _ = await peer.recv_until(lambda m: m.get("id") == raw_wire.rid("p-1"))
+    second, _ = await peer.recv_until(lambda m: m.get("id") == raw_wire.rid("p-2"))
     assert first["result"] == {"stopReason": "cancelled"}
     assert second.get("result") == {"stopReason": "end_turn"}, second
 
 
-async def test_compact_honours_cancel(wire: Wire, tmp_path):
+async def test_compact_honours_cancel(raw_wire: Wire, tmp_path):
     """Issue 21: ``/compact`` is answered ``cancelled`` as soon as it is cancelled, not
     after the (slow) summary is applied."""
-    wire.model.push(
+    raw_wire.model.push(
         Reply(text="first answer"),
         Reply(text="second answer"),
         Reply(text="the summary", delay=15),  # whether streamed or not: slow
     )
-    peer = wire.peer
-    sid = await wire.new_session(tmp_path)
+    peer = raw_wire.peer
+    sid = await raw_wire.new_session(tmp_path)
 
     def prompt(rid: str, text: str) -> dict:
         params = {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
-        return req(wire.rid(rid), "session/prompt", params)
+        return req(raw_wire.rid(rid), "session/prompt", params)
 
     for n, text in enumerate(("hello", "more")):
         await peer.send(prompt(f"p-{n}", text))
-        await peer.recv_until(lambda m, n=n: m.get("id") == wire.rid(f"p-{n}"))
+        await peer.recv_until(lambda m, n=n: m.get("id") == raw_wire.rid(f"p-{n}"))
     await peer.send(prompt("c-1", "/compact"))
-    await asyncio.to_thread(wire.model.wait_for_requests, 3, 20)
+    await asyncio.to_thread(raw_wire.model.wait_for_requests, 3, 20)
     started = asyncio.get_running_loop().time()
     await peer.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
-    answer, _ = await peer.recv_until(lambda m: m.get("id") == wire.rid("c-1"))
+    answer, _ = await peer.recv_until(lambda m: m.get("id") == raw_wire.rid("c-1"))
     waited = asyncio.get_running_loop().time() - started
     assert answer["result"] == {"stopReason": "cancelled"}
     assert waited < 8  # the summary alone takes 15 s

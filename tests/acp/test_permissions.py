@@ -1,7 +1,7 @@
 """ACP ``session/request_permission``: asked before an edit, a rejection leaves the
 file alone, a cancel while the question is open ends the turn ``cancelled``. The first
-two share one agent whose client offers every tool (``agent``); the raw-wire ones start
-their own."""
+two share one agent whose client offers every tool (``agent``); the raw-wire ones share
+another (``raw_wire``), each test in its own session with its own request ids."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import json
 import pytest
 from acp import text_block
 
-from tests.acp.conftest import ALL_TOOLS, SharedAgent, init_new, req
-from tests.support.acp_client import RawPeer
+from tests.acp.conftest import ALL_TOOLS, SharedAgent, Wire, req
 from tests.support.model_server import Reply, ToolCall
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="session")]
@@ -65,55 +64,51 @@ async def test_rejected_permission_leaves_the_file_alone(
 
 
 async def test_cancel_while_a_permission_request_is_open_ends_the_turn_cancelled(
-    model_server, tmp_path
+    raw_wire: Wire, tmp_path
 ):
-    model_server.install_settings(memory=False)
     args = json.dumps({"command": "touch should-not-exist"})
-    model_server.push(Reply(tool_calls=[ToolCall("run_command", args)]), Reply(text="late"))
-    peer = await RawPeer.start()
-    try:
-        sid, _ = await init_new(peer, tmp_path)
-        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "touch it"}]}
-        await peer.send(req(3, "session/prompt", prompt))
-        ask, _ = await peer.recv_until(lambda m: m.get("method") == "session/request_permission")
-        assert ask["params"]["toolCall"]["kind"] == "execute"
-        await peer.send(
-            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+    raw_wire.model.push(Reply(tool_calls=[ToolCall("run_command", args)]), Reply(text="late"))
+    peer = raw_wire.peer
+    sid = await raw_wire.new_session(tmp_path)
+    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "touch it"}]}
+    await peer.send(req(raw_wire.rid("prompt"), "session/prompt", prompt))
+    ask, _ = await peer.recv_until(
+        lambda m: (
+            m.get("method") == "session/request_permission" and m["params"]["sessionId"] == sid
         )
-        # ACP: the client answers its open permission request with "cancelled"
-        await peer.send(
-            {"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "cancelled"}}}
-        )
-        answer, during = await peer.recv_until(lambda m: m.get("id") == 3)
-        # the agent still serves afterwards
-        await peer.send(req(4, "session/list", {}))
-        listed, _ = await peer.recv_until(lambda m: m.get("id") == 4)
-    finally:
-        await peer.close()
+    )
+    assert ask["params"]["toolCall"]["kind"] == "execute"
+    await peer.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
+    # ACP: the client answers its open permission request with "cancelled"
+    await peer.send(
+        {"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "cancelled"}}}
+    )
+    answer, during = await peer.recv_until(lambda m: m.get("id") == raw_wire.rid("prompt"))
+    # the agent still serves afterwards (and lists this session)
+    await peer.send(req(raw_wire.rid("list"), "session/list", {}))
+    listed, _ = await peer.recv_until(lambda m: m.get("id") == raw_wire.rid("list"))
     assert answer["result"] == {"stopReason": "cancelled"}
     assert not (tmp_path / "should-not-exist").exists()
-    assert len(model_server.bodies) == 1  # no model call after the cancel
+    assert len(raw_wire.model.bodies) == 1  # no model call after the cancel
     assert all(m.get("method") == "session/update" for m in during)
-    assert [s["sessionId"] for s in listed["result"]["sessions"]] == [sid]
+    assert sid in [s["sessionId"] for s in listed["result"]["sessions"]]
 
 
 async def test_cancel_without_the_client_answering_the_permission_still_ends_the_turn(
-    model_server, tmp_path
+    raw_wire: Wire, tmp_path
 ):
-    model_server.install_settings(memory=False)
     args = json.dumps({"path": "x.txt", "content": "x"})
-    model_server.push(Reply(tool_calls=[ToolCall("write_file", args)]), Reply(text="late"))
-    peer = await RawPeer.start()
-    try:
-        sid, _ = await init_new(peer, tmp_path)
-        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "write"}]}
-        await peer.send(req(3, "session/prompt", prompt))
-        await peer.recv_until(lambda m: m.get("method") == "session/request_permission")
-        await peer.send(
-            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+    raw_wire.model.push(Reply(tool_calls=[ToolCall("write_file", args)]), Reply(text="late"))
+    peer = raw_wire.peer
+    sid = await raw_wire.new_session(tmp_path)
+    prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "write"}]}
+    await peer.send(req(raw_wire.rid("prompt"), "session/prompt", prompt))
+    await peer.recv_until(
+        lambda m: (
+            m.get("method") == "session/request_permission" and m["params"]["sessionId"] == sid
         )
-        answer, _ = await peer.recv_until(lambda m: m.get("id") == 3)
-    finally:
-        await peer.close()
+    )
+    await peer.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
+    answer, _ = await peer.recv_until(lambda m: m.get("id") == raw_wire.rid("prompt"))
     assert answer["result"] == {"stopReason": "cancelled"}
     assert not (tmp_path / "x.txt").exists()
