@@ -855,6 +855,9 @@ _EDITING_SCRIPT = re.compile(
     r"(?:fix|patch|apply|edit|modify|update|replace|rewrite|refactor|migrate|insert|write)",
     re.IGNORECASE,
 )
+# The same words matched case-sensitively on a lowercased ASCII name: ``IGNORECASE``
+# folds case at every offset (~5 µs on an 18-char script name, ~6x this).
+_EDITING_WORDS = re.compile(_EDITING_SCRIPT.pattern)
 _PY_WRITES = re.compile(
     r"\.write\(|write_text\(|write_bytes\(|open\([^)]*['\"][wax]b?\+?['\"]|"
     r"os\.(?:remove|rename|unlink)|shutil\."
@@ -865,6 +868,15 @@ _PY_HEREDOC_SOURCE = r"\bpython[\d.]*(?:\s+-[\w-]*)*\s+(?:-\s*)?<<-?\s*['\"]?\w"
 # The same pattern led by its literal (``\b`` checked behind it), so the engine skips
 # to each "python" in C instead of trying every offset of a long script.
 _PY_HEREDOC = re.compile(r"python(?<=\bpython)" + _PY_HEREDOC_SOURCE.removeprefix(r"\bpython"))
+
+
+def _editing_script_name(name: str) -> bool:
+    """``_EDITING_SCRIPT.search(name)``: an ASCII name lowercased and searched
+    case-sensitively (for ASCII text that is what case-insensitive matching means;
+    tests/memory/test_calls.py checks it), any other name by the regex itself."""
+    if name.isascii():
+        return _EDITING_WORDS.search(name.lower()) is not None
+    return _EDITING_SCRIPT.search(name) is not None
 
 
 def _writes_by_redirection(words: list[str]) -> bool:
@@ -914,7 +926,7 @@ def _simple_command_changes(words: list[str]) -> bool:
         if script.endswith("setup.py"):
             return any(a in {"install", "develop", "build", "build_ext"} for a in args)
         if script.endswith(".py"):
-            return bool(_EDITING_SCRIPT.search(script.rsplit("/", 1)[-1]))
+            return _editing_script_name(script.rsplit("/", 1)[-1])
     return False
 
 
@@ -934,7 +946,7 @@ def shell_changes_files(command: str) -> bool:
         and _PY_WRITES.search(command)
     ):
         return True
-    return any(_changes_of(command))
+    return _may_change_files(command) and any(_changes_of(command))
 
 
 @lru_cache(maxsize=1024)
@@ -942,6 +954,66 @@ def _changes_of(command: str) -> tuple[bool, ...]:
     """``_simple_command_changes`` of each of ``split_simple_commands(command)``, in
     order (§12.1 asks for every call, §13.1/§13.5 again for a state-changing one)."""
     return tuple(_simple_command_changes(words) for words in split_simple_commands(command))
+
+
+# What ``_may_change_files`` looks for: the programs (and ``python -m`` modules) a rule
+# of ``_simple_command_changes`` reacts to, and what else each needs, as ASCII bytes.
+_ALWAYS_CHANGES = frozenset(name.encode() for name in (*_FILE_PROGRAMS, "tar"))
+_IN_PLACE_EDITORS = frozenset({b"sed", b"gsed", b"perl"})
+_GIT_CHANGES_BYTES = frozenset(sub.encode() for sub in _GIT_CHANGES)
+_PACKAGE_CHANGES_BYTES = {
+    manager.encode(): frozenset(sub.encode() for sub in subs)
+    for manager, subs in _PACKAGE_MANAGERS.items()
+}
+_RULE_PROGRAMS = _ALWAYS_CHANGES | _IN_PLACE_EDITORS | {b"git"} | set(_PACKAGE_CHANGES_BYTES)
+# Where a word of a command line ends besides ASCII whitespace: the operator characters
+# (">" never gets here) and "/" (a program's name is its basename); \x1c-\x1f are
+# ``\s`` but not ``bytes.split`` whitespace.
+_WORD_BREAKS = bytes.maketrans(b"|&;()</\x1c\x1d\x1e\x1f", b" " * 11)
+_IN_PLACE_FLAG = re.compile(r"-[a-zA-Z]*i")
+
+
+def _may_change_files(command: str) -> bool:
+    """False only when ``any(_changes_of(command))`` is False, decided without the
+    tokeniser for most read-only command lines (§12.1, first sightings).
+
+    Exact because: a write redirection is a word holding ">"; every other rule needs
+    a word (the program's basename, a ``python -m`` module, a git or package-manager
+    subcommand) equal to one of a few names. With no backslash, no here-document, ASCII
+    only and quotes of one kind in pairs, every quote is a delimiter, so a token's words
+    are its text without the quote characters, bounded by whitespace or an operator.
+    Those are then among ``text``'s words split at whitespace, operators and "/". Any
+    other line takes the tokeniser. tests/memory/test_calls.py checks it against the
+    definition on generated and recorded command lines."""
+    if ">" in command or "\\" in command or "<<" in command or not command.isascii():
+        return True
+    if "'" in command:
+        if '"' in command or command.count("'") % 2:
+            return True
+        text = command.replace("'", "")
+    elif '"' in command:
+        if command.count('"') % 2:
+            return True
+        text = command.replace('"', "")
+    else:
+        text = command
+    if "python" in text and (
+        "-c" in text or "setup.py" in text or (".py" in text and _editing_script_name(text))
+    ):
+        return True  # python -c, setup.py, a script named like an edit
+    words = text.encode().translate(_WORD_BREAKS).split()
+    for name in _RULE_PROGRAMS.intersection(words):
+        if name in _ALWAYS_CHANGES:
+            return True
+        if name in _IN_PLACE_EDITORS:
+            if _IN_PLACE_FLAG.search(text):
+                return True
+        elif name == b"git":
+            if not _GIT_CHANGES_BYTES.isdisjoint(words):
+                return True
+        elif not _PACKAGE_CHANGES_BYTES[name].isdisjoint(words):
+            return True
+    return False
 
 
 def shell_command_of(tool_name: str, args: Any) -> str | None:

@@ -961,3 +961,62 @@ def test_tokens_without_a_line_break_skip_the_replacements(command):
     text = _calls._strip_heredocs(command).replace("\\\n", " ").replace("\n", " ; ")
     expected = tuple(_unquote_by_definition(t) for t in _TOKEN_BY_DEFINITION.findall(text))
     assert _calls._tokens(command) == expected
+
+
+# -- session 6 (shell6): the §12.1 quick "no" against the definition --------------------
+
+# Pieces that reach every rule of ``_simple_command_changes`` and every way a name can be
+# spelled or hidden: quotes inside names and unpaired, escapes, here-documents, wrappers,
+# paths, python -m, operators glued to words, \s characters bytes.split does not know.
+_QUICK_PIECES = st.sampled_from(
+    [" ", "  ", "\t", "\n", "\x1c", "\x0b", "\u2028", "é", "'", '"', "\\", "\\\n", "'a b'",
+     '"c d"', "r''m", 'r""m', "'rm'", '"rm"', "r'", "'m", "/bin/", "x/", "rm", "cp", "mv",
+     "mkdir", "make", "tee", "tar", "xf", "tf", "sed", "gsed", "perl", "-i", "-n", "-ni",
+     "--in-place", "-e", "git", "checkout", "diff", "status", "stash", "pip", "pip3",
+     "install", "list", "npm", "i", "go", "get", "uv", "python", "python3", "python3.11",
+     "-m", "-c", "x.py", "fix.py", "Fix.py", "REPRO.py", "setup.py", "build", "sudo", "env",
+     "timeout", "5", "-k", "FOO=1", "nice", "echo", "cat", "ls", "a", "|", "||", "&&", "&",
+     ";", "(", ")", "<", "<<", "<<<", "<<EOF", "<<'EOF'", "EOF", ">", ">>", "2>&1",
+     "/dev/null", "open('f','w')", "$(", "`"]
+)  # fmt: skip
+
+
+@given(st.lists(_QUICK_PIECES, max_size=14).map("".join))
+@example("r'm' x")
+@example('x;r""m y')
+@example("timeout 5 /bin/rm -f a")
+@example("python -m pip install x")
+@example("sed -ni 1p f")
+@example("echo \"'\"rm'x")
+@example("cat <<EOF\n'\nEOF\nrm'x")
+@example("rm'x")
+@example("echo \"'\";rm'x")
+@example("echo \\'; rm'x")
+@example("\u2028rm x")
+@example("python Fix.py")
+@example('rm"x')
+@example("npm ci")
+@example("go get x")
+@example('python3 -c "f.write(1)"')
+@example("python setup.py develop")
+def test_quick_no_change_answer_agrees_with_the_definition(command):
+    _calls.clear_caches()
+    if not _calls._may_change_files(command):
+        assert not any(_calls._changes_of(command))
+
+
+def test_quick_no_change_answer_on_every_recorded_command():
+    decided = 0
+    for call in _recorded():
+        command = _calls.shell_command_of(call.tool_name, call.args)
+        if command is not None and not _calls._may_change_files(command):
+            decided += 1
+            assert not any(_calls._changes_of(command))
+    assert decided > 100  # the quick answer is taken at all
+
+
+@given(st.text(alphabet=st.sampled_from([*"fixpatchEDITwrONLYsu.py_-/ ", "İ", "ı", "ſ", "K"])))
+@example("Fix.py")
+@example("EDIT")
+def test_editing_script_name_matches_the_case_insensitive_regex(name):
+    assert _calls._editing_script_name(name) == bool(_calls._EDITING_SCRIPT.search(name))
