@@ -184,9 +184,12 @@ def canonical_json(value: Any) -> str:
     return _CANONICAL_ENCODER.encode(canon)
 
 
-def canonical_call(tool_name: str, args: Any) -> str:
+def canonical_call(tool_name: str, args: Any, flat: bool = False) -> str:
     """``toolName`` + canonical JSON of the args, no separator (§4). Arguments that
-    cannot be represented make the args part ``<unrepresentable>``."""
+    cannot be represented make the args part ``<unrepresentable>``. ``flat``: the
+    caller found ``flat_json_object(args)`` true (spares checking it again)."""
+    if flat:
+        return tool_name.strip() + _flat_json(args)
     try:
         rendered = canonical_json(args if args is not None else {})
     except ValueError:
@@ -231,6 +234,7 @@ def clear_caches() -> None:
     for func in _MEMOISED:
         func.cache_clear()
     _tokens.cache_clear()
+    _simple_commands.cache_clear()
     _changes_of.cache_clear()
 
 
@@ -950,10 +954,17 @@ def shell_changes_files(command: str) -> bool:
 
 
 @lru_cache(maxsize=1024)
+def _simple_commands(command: str) -> tuple[list[str], ...]:
+    """``split_simple_commands(command)``, split once for §12.1, §13.1 (revert),
+    §13.5 (written files) and §13.2 (programs). Shared: never mutate the lists."""
+    return tuple(split_simple_commands(command))
+
+
+@lru_cache(maxsize=1024)
 def _changes_of(command: str) -> tuple[bool, ...]:
     """``_simple_command_changes`` of each of ``split_simple_commands(command)``, in
     order (§12.1 asks for every call, §13.1/§13.5 again for a state-changing one)."""
-    return tuple(_simple_command_changes(words) for words in split_simple_commands(command))
+    return tuple(_simple_command_changes(words) for words in _simple_commands(command))
 
 
 # What ``_may_change_files`` looks for: the programs (and ``python -m`` modules) a rule
@@ -1108,7 +1119,7 @@ def is_revert(tool_name: str, args: Any) -> bool:
     command = shell_command_of(tool_name, args)
     if command is None:
         return False
-    commands = split_simple_commands(command)
+    commands = _simple_commands(command)
     changing = [w for w, changes in zip(commands, _changes_of(command), strict=True) if changes]
     if not changing:
         return False
@@ -1153,7 +1164,7 @@ def changed_paths(tool_name: str, args: Any, kind: str | None = None) -> tuple[s
     found: list[str] = []
     command = shell_command_of(tool_name, args)
     if command is not None:
-        commands = split_simple_commands(command)
+        commands = _simple_commands(command)
         for words, changes in zip(commands, _changes_of(command), strict=True):
             found += _shell_changed_paths(words, changes)
     elif isinstance(args, Mapping) and is_state_changing(tool_name, args, kind):
@@ -1264,7 +1275,7 @@ _ENV_ANY = re.compile(
 
 def _programs(command: str) -> set[str]:
     programs: set[str] = set()
-    for words in split_simple_commands(command):
+    for words in _simple_commands(command):
         program, args = _program(words)
         if program:
             programs.add(program)

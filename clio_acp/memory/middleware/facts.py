@@ -79,7 +79,8 @@ class CallFacts:
 
     The facts must not follow later changes of the caller's ``args``: a flat
     arguments dict (``calls.flat_json_object``, nearly every call) is copied, which
-    freezes it; any other value has every fact computed at once instead."""
+    freezes it; any other value has every fact computed at once instead. ``flat``:
+    the caller's ``flat_json_object(args)``, when it has it."""
 
     __slots__ = (
         "_args",
@@ -98,13 +99,19 @@ class CallFacts:
     )
 
     def __init__(
-        self, name: str, canonical: str, args: Any, kind: str | None, root: Path | None
+        self,
+        name: str,
+        canonical: str,
+        args: Any,
+        kind: str | None,
+        root: Path | None,
+        flat: bool | None = None,
     ) -> None:
         self.name, self.canonical, self.kind, self.root = name, canonical, kind, root
         self.fingerprint = operation_fingerprint(canonical)
         self._state_changing = self._command = self._shell = self._call = _UNSET
         self._paths = self._revert = self._writes = _UNSET
-        if flat_json_object(args):
+        if flat_json_object(args) if flat is None else flat:
             self._args = dict(args)
         else:
             self._args = args
@@ -175,13 +182,14 @@ def call_facts(name: str, args: Any, kind: str | None, root: Path | None) -> Cal
     the cached ones of an earlier call with the same canonical text, kind and root,
     or new ones (kept unless the arguments are unrepresentable, which would share
     one key, or their canonical text is over ``FACTS_CACHE_MAX_CHARS``)."""
-    canonical = canonical_call(name, args)
+    flat = flat_json_object(args)  # asked once for the canonical text and the copy
+    canonical = canonical_call(name, args, flat)
     key = (name, canonical, kind, root)
     facts = _CACHE.get(key)
     if facts is not None:
         _CACHE.move_to_end(key)
         return facts
-    facts = CallFacts(name, canonical, args, kind, root)
+    facts = CallFacts(name, canonical, args, kind, root, flat)
     if len(canonical) <= FACTS_CACHE_MAX_CHARS and not canonical.endswith(UNREPRESENTABLE):
         _CACHE[key] = facts
         if len(_CACHE) > FACTS_CACHE_ENTRIES:

@@ -135,3 +135,35 @@ def test_file_tools_facts_follow_kind_and_root(kind):
     facts = call_facts("write_file", args, kind, ROOT)
     assert _as_dict(facts) == _fresh("write_file", args, kind, ROOT)
     assert facts.paths == (str(ROOT / "src/a.py"),)
+
+
+# -- session 6 (shell6): flatness asked once ---------------------------------------------
+
+_ODD_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),  # NaN and infinities are not flat
+    st.sampled_from([0, 1, 0.0, -0.0, 1.0, True, False, "", 'é\n"\\']),
+    st.text(max_size=8),
+)
+_ARGS = st.one_of(
+    st.none(),
+    st.dictionaries(st.text(max_size=4), _ODD_SCALARS, max_size=4),
+    st.dictionaries(st.text(max_size=3), st.lists(_ODD_SCALARS, max_size=2), max_size=2),
+    st.dictionaries(st.integers(), _ODD_SCALARS, max_size=2),
+    st.lists(_ODD_SCALARS, max_size=2),
+    st.text(max_size=4),
+)
+
+
+@given(st.sampled_from(["bash", " t ", "edit"]), _ARGS)
+def test_facts_canonical_text_and_fingerprint_equal_the_definitions(name, args):
+    clear_facts_cache()
+    facts = call_facts(name, args, None, None)
+    canonical = calls.canonical_call(name, args)
+    assert facts.canonical == canonical
+    assert facts.fingerprint == calls.operation_fingerprint(canonical)
+    flat = calls.flat_json_object(args)
+    assert calls.canonical_call(name, args, flat) == canonical
+    assert _as_dict(CallFacts(name, canonical, args, None, None, flat)) == _as_dict(facts)
