@@ -1020,3 +1020,24 @@ def test_quick_no_change_answer_on_every_recorded_command():
 @example("EDIT")
 def test_editing_script_name_matches_the_case_insensitive_regex(name):
     assert _calls._editing_script_name(name) == bool(_calls._EDITING_SCRIPT.search(name))
+
+
+def test_rstrip_before_the_tokeniser_strips_exactly_the_regex_whitespace():
+    # _tokens strips the text's end before _TOKEN takes each token's leading \s: a
+    # character rstrip took that \s does not match would lose a token.
+    space = re.compile(r"\s")
+    for code in range(0x110000):
+        char = chr(code)
+        assert (("a" + char).rstrip() == "a") == bool(space.fullmatch(char)), hex(code)
+
+
+@given(st.lists(_SHELL_PIECES | st.sampled_from([" ", "\t", "\u2028", "\x1c", "é"])).map("".join))
+def test_tokens_after_leading_whitespace_match_the_definition(text):
+    _calls.clear_caches()
+    expected = tuple(
+        _unquote_by_definition(t)
+        for t in _TOKEN_BY_DEFINITION.findall(
+            _calls._strip_heredocs(text).replace("\\\n", " ").replace("\n", " ; ")
+        )
+    )
+    assert _calls._tokens(text) == expected
