@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from hypothesis import given, settings
@@ -519,6 +520,85 @@ def test_the_file_sink_appends_what_a_text_file_appends(tmp_path_factory, lines)
             pass
     assert sink.path.read_bytes() == expected.read_bytes()
     assert sink.rows_written == written
+
+
+def _append_rotating_by_definition(path, line):
+    """The sink's append as first written: rotate a file past the limit, then open,
+    append and close."""
+    from clio_acp.memory import telemetry
+
+    try:
+        if os.stat(path).st_size > telemetry.ROTATE_BYTES:
+            os.replace(path, path.with_name(path.name + ".1"))
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+
+
+def _files(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+_OUTSIDE = st.sampled_from(["rows", "rows", "rows", "remove folder", "rotate", "replace", "delete"])
+
+
+@settings(max_examples=60)
+@given(st.lists(st.tuples(_OUTSIDE, st.integers(1, 4)), max_size=12), st.booleans())
+def test_the_file_sink_holding_its_file_writes_where_a_fresh_open_would(
+    tmp_path_factory, steps, hold
+):
+    """With the file held open between rows (POSIX) or opened per row, every row
+    lands where opening ``path`` afresh would put it, whatever happens to the file
+    between rows: the folder removed, the file rotated or replaced or deleted by
+    another writer, and rotation past the limit (120 bytes here)."""
+    import shutil
+
+    from clio_acp.memory import telemetry
+
+    base = tmp_path_factory.mktemp("held")
+    held, fresh = base / "held" / "memory", base / "fresh" / "memory"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(telemetry, "ROTATE_BYTES", 120)
+        patch.setattr(telemetry, "_HOLD_OPEN", hold)
+        sink = TelemetrySink(held / "steps.jsonl")
+        for number, (event, count) in enumerate(steps):
+            for folder in (held, fresh):
+                path = folder / "steps.jsonl"
+                if event == "remove folder":
+                    shutil.rmtree(folder, ignore_errors=True)
+                elif event == "rotate" and path.exists():
+                    os.replace(path, folder / "steps.jsonl.1")
+                elif event == "replace" and folder.exists():
+                    (folder / "other").write_text(f"another writer {number}\n")
+                    os.replace(folder / "other", path)
+                elif event == "delete" and path.exists():
+                    path.unlink()
+            if event == "rows":
+                for row in range(count):
+                    line = f'{{"row":{number}.{row},"pad":"{"x" * (count * 10)}"}}'
+                    sink._append(line)
+                    _append_rotating_by_definition(fresh / "steps.jsonl", line)
+            assert _files(held) == _files(fresh)
+    assert sink.rows_written == sum(count for event, count in steps if event == "rows")
+
+
+def test_the_file_sink_closes_its_file_when_collected(tmp_path):
+    import gc
+
+    from clio_acp.memory import telemetry
+
+    if not telemetry._HOLD_OPEN:
+        pytest.skip("the file is held open on POSIX only")
+    sink = TelemetrySink(tmp_path / "steps.jsonl")
+    sink._append("{}")
+    fd = sink._held[1]
+    os.fstat(fd)  # open
+    del sink
+    gc.collect()
+    with pytest.raises(OSError):
+        os.fstat(fd)
 
 
 def test_the_file_sink_finishes_a_short_write(tmp_path, monkeypatch):
