@@ -482,6 +482,7 @@ class TelemetrySink:
         self._held: tuple[tuple[int, int], int, weakref.finalize] | None = None
         """The open file: its (device, inode), descriptor and the finalizer that
         closes it."""
+        self._lock = threading.Lock()  # rows from several threads share the held file
 
     @property
     def keeps_rows(self) -> bool:
@@ -525,6 +526,10 @@ class TelemetrySink:
         path = self.path
         if path is None:
             return
+        with self._lock:
+            self._append_locked(path, line)
+
+    def _append_locked(self, path: Path, line: str) -> None:
         try:
             try:
                 found = os.stat(path)

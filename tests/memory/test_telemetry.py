@@ -584,6 +584,27 @@ def test_the_file_sink_holding_its_file_writes_where_a_fresh_open_would(
     assert sink.rows_written == sum(count for event, count in steps if event == "rows")
 
 
+def test_the_file_sink_takes_rows_from_several_threads(tmp_path):
+    """Threads sharing one sink (and its held file) lose no row and cut none."""
+    import threading
+
+    sink = TelemetrySink(tmp_path / "memory" / "steps.jsonl")
+
+    def write(name):
+        for number in range(150):
+            sink._append(f'{{"thread":"{name}","row":{number}}}')
+
+    threads = [threading.Thread(target=write, args=(str(n),)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    rows = [json.loads(line) for line in sink.path.read_text().splitlines()]
+    assert sorted((r["thread"], r["row"]) for r in rows) == sorted(
+        (str(n), number) for n in range(4) for number in range(150)
+    )
+
+
 def test_the_file_sink_closes_its_file_when_collected(tmp_path):
     import gc
 
