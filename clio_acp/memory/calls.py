@@ -989,6 +989,8 @@ _RULE_PROGRAMS = _ALWAYS_CHANGES | _IN_PLACE_EDITORS | {b"git"} | set(_PACKAGE_C
 # ``\s`` but not ``bytes.split`` whitespace.
 _WORD_BREAKS = bytes.maketrans(b"|&;()</\x1c\x1d\x1e\x1f", b" " * 11)
 _IN_PLACE_FLAG = re.compile(r"-[a-zA-Z]*i")
+# Quotes of both kinds, each part closed: the tokeniser (no backslash) pairs them the same.
+_PAIRED_QUOTES = re.compile(r"""(?:[^'"]++|'[^']*+'|"[^"]*+")*+""")
 
 
 def _may_change_files(command: str) -> bool:
@@ -998,17 +1000,25 @@ def _may_change_files(command: str) -> bool:
     Exact because: a write redirection is a word holding ">"; every other rule needs
     a word (the program's basename, a ``python -m`` module, a git or package-manager
     subcommand) equal to one of a few names. With no backslash, no here-document, ASCII
-    only and quotes of one kind in pairs, every quote is a delimiter, so a token's words
-    are its text without the quote characters, bounded by whitespace or an operator.
-    Those are then among ``text``'s words split at whitespace, operators and "/". Any
-    other line takes the tokeniser. tests/memory/test_calls.py checks it against the
+    only and every quoted part closed (a quote inside the other kind is text), no quote
+    is left alone, so such a word is its token's text without the quote characters,
+    bounded by whitespace or an operator: it is among ``text``'s words split at
+    whitespace, operators and "/". ``python -c``'s code is searched for a write in
+    ``text`` only when it cannot hold quotes (one kind, all removed). Any other line
+    takes the tokeniser. tests/memory/test_calls.py checks it against the
     definition on generated and recorded command lines."""
     if ">" in command or "\\" in command or "<<" in command or not command.isascii():
         return True
+    mixed = False
     if "'" in command:
-        if '"' in command or command.count("'") % 2:
+        if '"' in command:
+            if not _PAIRED_QUOTES.fullmatch(command):
+                return True
+            mixed, text = True, command.replace("'", "").replace('"', "")
+        elif command.count("'") % 2:
             return True
-        text = command.replace("'", "")
+        else:
+            text = command.replace("'", "")
     elif '"' in command:
         if command.count('"') % 2:
             return True
@@ -1016,9 +1026,11 @@ def _may_change_files(command: str) -> bool:
     else:
         text = command
     if "python" in text and (
-        "-c" in text or "setup.py" in text or (".py" in text and _editing_script_name(text))
+        ("-c" in text and (mixed or _PY_WRITES.search(text) is not None))
+        or "setup.py" in text
+        or (".py" in text and _editing_script_name(text))
     ):
-        return True  # python -c, setup.py, a script named like an edit
+        return True  # python -c that may write, setup.py, a script named like an edit
     words = text.encode().translate(_WORD_BREAKS).split()
     for name in _RULE_PROGRAMS.intersection(words):
         if name in _ALWAYS_CHANGES:

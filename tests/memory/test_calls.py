@@ -999,6 +999,12 @@ _QUICK_PIECES = st.sampled_from(
 @example("go get x")
 @example('python3 -c "f.write(1)"')
 @example("python setup.py develop")
+@example("python -c \"open('f','w')\"")
+@example("python -c \"o=open;o('f','w')\"")
+@example('echo "it\'s" && rm x')
+@example("echo \"it's\";rm'x")
+@example("echo \"a'b\" 'c\"d' 'e;rm f'")
+@example("python -c 'print(1)'")
 def test_quick_no_change_answer_agrees_with_the_definition(command):
     _calls.clear_caches()
     if not _calls._may_change_files(command):
