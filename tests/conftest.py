@@ -138,6 +138,7 @@ SHARED_PROCESS_GROUPS = {
         "tests/acp/test_sessions.py",
         "tests/acp/test_slash_commands.py",
         "tests/acp/test_tool_call_ids.py",
+        "tests/acp/test_transport.py",
     ),
 }
 """The modules whose tests use a shared LSP server (``tests/lsp/conftest.py``) or a

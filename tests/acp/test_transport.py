@@ -2,8 +2,8 @@
 protection, ``$/cancel_request`` (issue 7 items 1 and 8).
 
 The malformed lines go to one agent (a line that ended it would fail the next
-request); well-formed requests the agent must refuse share another (``wire``), each
-test with its own ids."""
+request); well-formed requests the agent must refuse go to the test process's shared
+raw-wire agent (``raw_wire``, tests/acp/conftest.py), each test with its own ids."""
 
 from __future__ import annotations
 
@@ -12,19 +12,17 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from acp.connection import Connection
 from acp.router import MessageRouter, Route
 
 from clio_acp.acp.requests import RequestTracker
 from clio_acp.acp.server import REQUEST_CANCELLED
 from clio_acp.acp.transport import LineTransport, scrub_surrogates
-from tests.acp.conftest import init_new
-from tests.conftest import DIR_NAMES, subprocess_env
+from tests.acp.conftest import Wire, init_new
+from tests.conftest import subprocess_env
 from tests.support.acp_client import RawPeer
 from tests.support.model_server import Reply
 
@@ -71,17 +69,11 @@ async def test_malformed_lines_get_error_replies_and_the_agent_keeps_serving():
     assert peer.proc.returncode == 0, err.decode()
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def wire(tmp_path_factory) -> AsyncIterator[RawPeer]:
-    """One initialized agent for the module, in folders of its own."""
-    home = tmp_path_factory.mktemp("wire-home")
-    peer = await RawPeer.start(
-        env={f"CLIO_ACP_{name.upper()}_DIR": str(home / name) for name in DIR_NAMES}
-    )
-    await peer.send({**INIT, "id": "wire-init"})
-    await peer.recv_until(lambda m: m.get("id") == "wire-init")
-    yield peer
-    await peer.close()
+@pytest.fixture
+def wire(raw_wire: Wire) -> RawPeer:
+    """The test process's initialized raw-wire agent (``raw_wire``, tests/acp/conftest.py;
+    in folders of its own). These tests use request ids of their own."""
+    return raw_wire.peer
 
 
 async def _ask(peer: RawPeer, rid: str, method: str, params: Any) -> dict:
@@ -90,14 +82,14 @@ async def _ask(peer: RawPeer, rid: str, method: str, params: Any) -> dict:
     return reply
 
 
-@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.asyncio(loop_scope="session")
 async def test_unknown_method_is_method_not_found_not_a_fake_success(wire):
     reply = await _ask(wire, "unknown-1", "session/set_model", {})
     assert reply["error"]["code"] == -32601
     assert (await _ask(wire, "unknown-2", "_unknown/ext", {}))["error"]["code"] == -32601
 
 
-@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.asyncio(loop_scope="session")
 async def test_blank_lines_and_unknown_fields_are_tolerated(wire):
     await wire.send_line("")
     await wire.send_line("   ")
@@ -257,7 +249,7 @@ async def test_after_response_callback_runs_after_the_response_is_written():
             os.close(fd)
 
 
-@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.asyncio(loop_scope="session")
 async def test_invalid_frame_with_a_usable_id_is_answered_under_that_id(wire):
     await wire.send_line('{"jsonrpc": "2.0", "id": "req-9", "method": ""}')
     reply, _ = await wire.recv_until(lambda m: m.get("id") == "req-9")
@@ -266,7 +258,7 @@ async def test_invalid_frame_with_a_usable_id_is_answered_under_that_id(wire):
     assert "error" in await _ask(wire, "after-req-9", "no/such/method", {})
 
 
-@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.asyncio(loop_scope="session")
 async def test_line_separators_in_a_reply_are_escaped_on_the_wire(wire):
     """Issue 21: U+2028/U+2029 go out as ``\\u2028``/``\\u2029`` (newer Node readline
     splits lines on the raw characters)."""
@@ -286,7 +278,7 @@ async def test_line_separators_in_a_reply_are_escaped_on_the_wire(wire):
         ("session/prompt", {"sessionId": "s", "prompt": "hi"}, "prompt"),
     ],
 )
-@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.asyncio(loop_scope="session")
 async def test_bad_params_are_minus_32602_naming_the_field(wire, method, params, field):
     """Issue 21: a missing or mis-typed field is ``-32602`` that names it (not -32603)."""
     reply = await _ask(wire, f"bad-{method}", method, params)
