@@ -646,7 +646,10 @@ def _tokens(command: str) -> tuple[str, ...]:
     text = _strip_heredocs(command)
     if "\n" in text:  # both replacements need a line break
         text = text.replace("\\\n", " ").replace("\n", " ; ")
-    tokens = _TOKEN.findall(text.rstrip())  # rstrip strips exactly ``\s`` (tested)
+    stripped = text.rstrip()  # rstrip strips exactly ``\s`` (tested)
+    if stripped.endswith("\\") and len(stripped) < len(text):
+        stripped = text[: len(stripped) + 1]  # ``\ `` at the end: an escaped character
+    tokens = _TOKEN.findall(stripped)
     if "'" not in text and '"' not in text:
         return tuple(tokens)  # no quotes: no word to unquote
     return tuple(_unquote(t) if "'" in t or '"' in t else t for t in tokens)

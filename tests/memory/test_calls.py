@@ -1037,7 +1037,15 @@ def test_rstrip_before_the_tokeniser_strips_exactly_the_regex_whitespace():
         assert (("a" + char).rstrip() == "a") == bool(space.fullmatch(char)), hex(code)
 
 
-@given(st.lists(_SHELL_PIECES | st.sampled_from([" ", "\t", "\u2028", "\x1c", "é"])).map("".join))
+@given(
+    st.lists(
+        _SHELL_PIECES | st.sampled_from([" ", "\t", "\u2028", "\x1c", "é", "\\", "\u00a0"])
+    ).map("".join)
+)
+@example("echo foo\\ ")  # the escaped whitespace at the end is the word's (break6)
+@example("touch 'a'\\\t")
+@example("rm x\\\u00a0 \t")
+@example("echo a\\\\ ")  # an escaped backslash: the space after it is whitespace
 def test_tokens_after_leading_whitespace_match_the_definition(text):
     _calls.clear_caches()
     expected = tuple(
@@ -1047,3 +1055,11 @@ def test_tokens_after_leading_whitespace_match_the_definition(text):
         )
     )
     assert _calls._tokens(text) == expected
+
+
+def test_an_escaped_whitespace_character_ending_the_line_stays_in_its_word():
+    # break6: stripping the line's end before the tokeniser took the escaped space of
+    # ``touch a\ `` away (the file written is "a ", not "a\").
+    _calls.clear_caches()
+    assert _calls._tokens("echo foo\\ ") == ("echo", "foo\\ ")
+    assert _calls.changed_paths("bash", {"command": "touch 'a'\\ "}) == ("a\\ ",)
