@@ -479,8 +479,8 @@ class TelemetrySink:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.rows_written = 0
-        self._held: tuple[tuple[int, int], int, weakref.finalize] | None = None
-        """The open file: its (device, inode), descriptor and the finalizer that
+        self._held: tuple[tuple[int, ...], int, weakref.finalize] | None = None
+        """The open file: its ``_identity``, descriptor and the finalizer that
         closes it."""
         self._lock = threading.Lock()  # rows from several threads share the held file
 
@@ -555,9 +555,9 @@ class TelemetrySink:
         when there is none): the one held when it is that file, else a new one."""
         held = self._held
         if held is not None:
-            if found is not None and held[0] == (found.st_dev, found.st_ino):
+            if found is not None and held[0] == _identity(found):
                 return held[1]
-            self._release()  # that file was moved, removed or replaced
+            self._release()  # moved, removed, replaced, or its mode or owner changed
         try:
             fd = os.open(path, _APPEND_FLAGS, 0o666)
         except FileNotFoundError:  # no folder (yet, or any more)
@@ -569,7 +569,7 @@ class TelemetrySink:
         except OSError:
             closer()
             raise
-        self._held = ((opened.st_dev, opened.st_ino), fd, closer)
+        self._held = (_identity(opened), fd, closer)
         return fd
 
     def _release(self) -> None:
@@ -584,6 +584,14 @@ class TelemetrySink:
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
 # Where a file held open by one process can still be renamed (rotated) by another.
 _HOLD_OPEN = os.name == "posix"
+
+
+def _identity(found: os.stat_result) -> tuple[int, ...]:
+    """What must stay the same for a held file to take the next row: the file
+    (device, inode) and who may write it (mode, owner, group). A file made read-only
+    is opened again, and that open fails as a fresh one would (no row), instead of
+    the held descriptor writing on."""
+    return (found.st_dev, found.st_ino, found.st_mode, found.st_uid, found.st_gid)
 
 
 def _write_all(fd: int, data: bytes) -> None:

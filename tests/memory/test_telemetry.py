@@ -622,6 +622,28 @@ def test_the_file_sink_closes_its_file_when_collected(tmp_path):
         os.fstat(fd)
 
 
+def test_the_file_sink_opens_its_file_again_when_its_mode_changes(tmp_path):
+    # break6: the held descriptor wrote on into a file made read-only, where opening
+    # it per row (482613b) was refused and dropped the row.
+    from clio_acp.memory import telemetry
+
+    if not telemetry._HOLD_OPEN:
+        pytest.skip("the file is held open on POSIX only")
+    path = tmp_path / "steps.jsonl"
+    sink = TelemetrySink(path)
+    sink._append('{"n":0}')
+    first = sink._held
+    os.chmod(path, 0o444)
+    sink._append('{"n":1}')
+    assert not first[2].alive  # the descriptor held before the change was closed
+    if os.geteuid() != 0:  # root writes a read-only file anyway, like a fresh open
+        assert path.read_text().splitlines() == ['{"n":0}']
+        assert sink.rows_written == 1
+    os.chmod(path, 0o644)
+    sink._append('{"n":2}')
+    assert path.read_text().splitlines()[-1] == '{"n":2}'
+
+
 def test_the_file_sink_finishes_a_short_write(tmp_path, monkeypatch):
     import os
 
