@@ -1,6 +1,6 @@
 """The suite's own machinery in ``tests/conftest.py``: the rewritten-module cache the
 xdist controller writes once for its workers, and the ``python3`` that shell commands
-in tests find on ``PATH``."""
+in tests find on ``PATH``; and ``tests/support/acp_client.acp_agent``'s shutdown."""
 
 from __future__ import annotations
 
@@ -60,3 +60,16 @@ def test_python3_on_the_path_is_this_interpreter_without_the_test_environment():
     version, base_prefix, no_pytest = json.loads(out)
     assert (version, base_prefix) == (sys.version, sys.base_prefix)
     assert no_pytest
+
+
+async def test_closing_an_acp_agent_waits_for_a_slow_exit_instead_of_terminating_it(monkeypatch):
+    # An agent that needs 3 s to exit after end of input (more than the SDK's default
+    # 2 s): closing waits for it (exit code 0) instead of sending SIGTERM, whose race
+    # with the exit raised ProcessLookupError on a loaded machine.
+    from tests.support import acp_client
+
+    slow_exit = "import sys, time; sys.stdin.buffer.read(); time.sleep(3)"
+    monkeypatch.setattr(acp_client, "AGENT_ARGV", [sys.executable, "-c", slow_exit])
+    async with acp_client.acp_agent() as (_conn, _client, proc):
+        pass
+    assert proc.returncode == 0

@@ -51,6 +51,13 @@ def agent_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 AGENT_ARGV = [sys.executable, "-m", "clio_acp", "--log-level", "INFO", "acp"]
 
+AGENT_EXIT_TIMEOUT_S = 30.0
+"""How long closing ``acp_agent`` waits for the agent to exit after end of input before
+the SDK terminates it. The SDK's default (2 s) is short on a loaded 2-core machine: an
+exit that lands between that timeout and the SDK's ``terminate()`` raised
+``ProcessLookupError`` out of ``spawn_stdio_transport`` (seen in a CI-condition run at
+load 9)."""
+
 
 def _write(path: Path, content: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -235,7 +242,7 @@ async def acp_agent(
         *AGENT_ARGV[1:],
         env=agent_env(env),
         cwd=cwd,
-        transport_kwargs={"stderr": None},
+        transport_kwargs={"stderr": None, "shutdown_timeout": AGENT_EXIT_TIMEOUT_S},
     ) as (conn, proc):
         conn._conn.add_observer(client.observe)
         yield conn, client, proc
