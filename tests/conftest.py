@@ -172,10 +172,22 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return SharedProcessScheduling(config, log)
 
 
-def check_shared_process_groups(items: list[pytest.Item]) -> None:
+def partly_selected_modules(config: pytest.Config) -> set[str]:
+    """The modules (root-relative paths) of which the command line named single tests
+    (``module.py::test``)."""
+    named = (arg.split("::", 1)[0] for arg in config.args if "::" in arg)
+    modules = set()
+    for path in named:
+        resolved = (config.invocation_params.dir / path).resolve()
+        if resolved.is_relative_to(REPO_ROOT):
+            modules.add(resolved.relative_to(REPO_ROOT).as_posix())
+    return modules
+
+
+def check_shared_process_groups(items: list[pytest.Item], partly: set[str] = frozenset()) -> None:
     """``UsageError`` when a collected module uses a shared server or agent and is not in
     its ``SHARED_PROCESS_GROUPS`` entry, or is listed there and none of its collected
-    tests uses it."""
+    tests uses it (unless only some of its tests were asked for: ``partly``)."""
     for fixture, listed in SHARED_PROCESS_GROUPS.items():
         collected = {item.nodeid.split("::", 1)[0] for item in items}
         fixtures = GROUP_FIXTURES.get(fixture, (fixture,))
@@ -185,7 +197,7 @@ def check_shared_process_groups(items: list[pytest.Item]) -> None:
             if any(name in getattr(item, "fixturenames", ()) for name in fixtures)
         }
         unlisted = sorted(using - set(listed))
-        idle = sorted((set(listed) & collected) - using)
+        idle = sorted((set(listed) & collected) - using - set(partly))
         if unlisted or idle:
             raise pytest.UsageError(
                 f"tests/conftest.py SHARED_PROCESS_GROUPS[{fixture!r}]: add {unlisted}, "
@@ -193,10 +205,10 @@ def check_shared_process_groups(items: list[pytest.Item]) -> None:
             )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Stable sort: ``RUN_FIRST`` modules in their listed order, then the rest as
     collected; checks ``SHARED_PROCESS_GROUPS``."""
-    check_shared_process_groups(items)
+    check_shared_process_groups(items, partly_selected_modules(config))
     rank = {name: index for index, name in enumerate(RUN_FIRST)}
 
     def key(item: pytest.Item) -> int:

@@ -1,19 +1,27 @@
 """The suite's own machinery in ``tests/conftest.py``: the rewritten-module cache the
 xdist controller writes once for its workers, and the ``python3`` that shell commands
-in tests find on ``PATH``; and ``tests/support/acp_client.acp_agent``'s shutdown."""
+in tests find on ``PATH``, the check of ``SHARED_PROCESS_GROUPS``; and
+``tests/support/acp_client.acp_agent``'s shutdown."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from _pytest.assertion import rewrite
 
-from tests.conftest import cache_rewritten_test_modules
+from tests.conftest import (
+    REPO_ROOT,
+    cache_rewritten_test_modules,
+    check_shared_process_groups,
+    partly_selected_modules,
+)
 
 
 def _cached(source: Path):
@@ -73,3 +81,22 @@ async def test_closing_an_acp_agent_waits_for_a_slow_exit_instead_of_terminating
     async with acp_client.acp_agent() as (_conn, _client, proc):
         pass
     assert proc.returncode == 0
+
+
+def test_a_grouped_module_of_which_single_tests_were_named_is_not_called_idle():
+    # `pytest tests/acp/test_transport.py::test_regular_files...` (a test with its own
+    # agent, in a module of the shared_agent group) must run, while a whole module
+    # listed for nothing still fails collection.
+    own = "tests/acp/test_transport.py::test_regular_files_work_as_stdin_and_stdout"
+    items = [SimpleNamespace(nodeid=own, fixturenames=["tmp_path"])]
+    with pytest.raises(
+        pytest.UsageError, match=re.escape("remove ['tests/acp/test_transport.py']")
+    ):
+        check_shared_process_groups(items)
+    config = SimpleNamespace(
+        args=["test_transport.py::test_regular_files_work_as_stdin_and_stdout"],
+        invocation_params=SimpleNamespace(dir=REPO_ROOT / "tests" / "acp"),
+    )
+    partly = partly_selected_modules(config)
+    assert partly == {"tests/acp/test_transport.py"}
+    check_shared_process_groups(items, partly)
