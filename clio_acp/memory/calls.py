@@ -189,7 +189,10 @@ def canonical_call(tool_name: str, args: Any, flat: bool = False) -> str:
     cannot be represented make the args part ``<unrepresentable>``. ``flat``: the
     caller found ``flat_json_object(args)`` true (spares checking it again)."""
     if flat:
-        return tool_name.strip() + _flat_json(args)
+        try:
+            return tool_name.strip() + _flat_json(args)
+        except ValueError:  # an int past sys.get_int_max_str_digits(), as below
+            return tool_name.strip() + UNREPRESENTABLE
     try:
         rendered = canonical_json(args if args is not None else {})
     except ValueError:

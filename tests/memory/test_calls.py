@@ -1063,3 +1063,18 @@ def test_an_escaped_whitespace_character_ending_the_line_stays_in_its_word():
     _calls.clear_caches()
     assert _calls._tokens("echo foo\\ ") == ("echo", "foo\\ ")
     assert _calls.changed_paths("bash", {"command": "touch 'a'\\ "}) == ("a\\ ",)
+
+
+def test_a_flat_call_with_an_int_too_long_to_write_is_unrepresentable():
+    # break6: canonical_call(flat=True), call_facts' path since 15ea44c, let the
+    # ValueError of int.__repr__ past the 4,300-digit limit out instead of
+    # answering <unrepresentable> like the checked path.
+    from clio_acp.memory.middleware.facts import call_facts, clear_facts_cache
+
+    args = {"command": "ls", "n": 10**5000}
+    assert _calls.flat_json_object(args)
+    expected = "bash" + _calls.UNREPRESENTABLE
+    assert _calls.canonical_call("bash", args) == expected
+    assert _calls.canonical_call("bash", args, flat=True) == expected
+    clear_facts_cache()
+    assert call_facts("bash", args, None, None).canonical == expected
