@@ -15,7 +15,6 @@ import logging
 import math
 import os
 import threading
-import weakref
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -467,22 +466,11 @@ class TelemetrySink:
     ``emit`` creates the directory, rotates a file larger than 1 MiB to ``.1``
     (replacing an older ``.1``) and appends one line. Every error is logged at
     debug level and swallowed. Appends are one small write; no lock is taken (the
-    reference's sink is best effort too).
-
-    On POSIX the file stays open between rows (one ``stat`` and one ``write`` per
-    row instead of four system calls, which cost a live session more than the rest
-    of its telemetry); a row goes to whatever file ``path`` names at that moment (a
-    rotation, removal or replacement by anyone is seen by the ``stat``). The file is
-    closed when the sink is collected. Elsewhere a file that is held open cannot be
-    renamed by another process, so it is opened per row."""
+    reference's sink is best effort too)."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.rows_written = 0
-        self._held: tuple[tuple[int, ...], int, weakref.finalize] | None = None
-        """The open file: its ``_identity``, descriptor and the finalizer that
-        closes it."""
-        self._lock = threading.Lock()  # rows from several threads share the held file
 
     @property
     def keeps_rows(self) -> bool:
@@ -520,78 +508,34 @@ class TelemetrySink:
             self._append(record.to_json())
 
     def _append(self, line: str) -> None:
-        """Rotate a file past 1 MiB, then append ``line`` to the file ``path`` names
-        (the folder is made when the file cannot be opened without it); never
-        raises."""
+        """Rotate a file past 1 MiB, then append ``line`` (the folder is made when the
+        file cannot be opened without it); never raises."""
         path = self.path
         if path is None:
             return
-        with self._lock:
-            self._append_locked(path, line)
-
-    def _append_locked(self, path: Path, line: str) -> None:
         try:
             try:
-                found = os.stat(path)
+                if os.stat(path).st_size > ROTATE_BYTES:
+                    os.replace(path, path.with_name(path.name + ".1"))
             except FileNotFoundError:
-                found = None
-            if found is not None and found.st_size > ROTATE_BYTES:
-                self._release()  # a file held open could not be renamed everywhere
-                os.replace(path, path.with_name(path.name + ".1"))
-                found = None
-            fd = self._file_at(path, found)
+                pass
+            try:
+                fd = os.open(path, _APPEND_FLAGS, 0o666)
+            except FileNotFoundError:  # no folder (yet, or any more)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, _APPEND_FLAGS, 0o666)
             try:
                 _write_all(fd, (line + "\n").replace("\n", os.linesep).encode("utf-8"))
             finally:
-                if not _HOLD_OPEN:
-                    self._release()
+                os.close(fd)
             self.rows_written += 1
         except Exception:  # best effort by contract (§5)
-            self._release()
             log.debug("memory telemetry write failed", exc_info=True)
-
-    def _file_at(self, path: Path, found: os.stat_result | None) -> int:
-        """A descriptor of the file ``path`` names now (``found``: its ``stat``, None
-        when there is none): the one held when it is that file, else a new one."""
-        held = self._held
-        if held is not None:
-            if found is not None and held[0] == _identity(found):
-                return held[1]
-            self._release()  # moved, removed, replaced, or its mode or owner changed
-        try:
-            fd = os.open(path, _APPEND_FLAGS, 0o666)
-        except FileNotFoundError:  # no folder (yet, or any more)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, _APPEND_FLAGS, 0o666)
-        closer = weakref.finalize(self, os.close, fd)
-        try:
-            opened = os.fstat(fd)
-        except OSError:
-            closer()
-            raise
-        self._held = (_identity(opened), fd, closer)
-        return fd
-
-    def _release(self) -> None:
-        """Close the held file, if any."""
-        held, self._held = self._held, None
-        if held is not None:
-            held[2]()
 
 
 # What ``open(path, "a")`` asks of the system (its file objects cost ~10 µs a row more
 # than the bytes written: a live session writes a row at nearly every turn end).
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
-# Where a file held open by one process can still be renamed (rotated) by another.
-_HOLD_OPEN = os.name == "posix"
-
-
-def _identity(found: os.stat_result) -> tuple[int, ...]:
-    """What must stay the same for a held file to take the next row: the file
-    (device, inode) and who may write it (mode, owner, group). A file made read-only
-    is opened again, and that open fails as a fresh one would (no row), instead of
-    the held descriptor writing on."""
-    return (found.st_dev, found.st_ino, found.st_mode, found.st_uid, found.st_gid)
 
 
 def _write_all(fd: int, data: bytes) -> None:

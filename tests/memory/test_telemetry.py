@@ -522,131 +522,7 @@ def test_the_file_sink_appends_what_a_text_file_appends(tmp_path_factory, lines)
     assert sink.rows_written == written
 
 
-def _append_rotating_by_definition(path, line):
-    """The sink's append as first written: rotate a file past the limit, then open,
-    append and close."""
-    from clio_acp.memory import telemetry
-
-    try:
-        if os.stat(path).st_size > telemetry.ROTATE_BYTES:
-            os.replace(path, path.with_name(path.name + ".1"))
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line + "\n")
-
-
-def _files(folder):
-    return {p.name: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-_OUTSIDE = st.sampled_from(["rows", "rows", "rows", "remove folder", "rotate", "replace", "delete"])
-
-
-@settings(max_examples=60)
-@given(st.lists(st.tuples(_OUTSIDE, st.integers(1, 4)), max_size=12), st.booleans())
-def test_the_file_sink_holding_its_file_writes_where_a_fresh_open_would(
-    tmp_path_factory, steps, hold
-):
-    """With the file held open between rows (POSIX) or opened per row, every row
-    lands where opening ``path`` afresh would put it, whatever happens to the file
-    between rows: the folder removed, the file rotated or replaced or deleted by
-    another writer, and rotation past the limit (120 bytes here)."""
-    import shutil
-
-    from clio_acp.memory import telemetry
-
-    base = tmp_path_factory.mktemp("held")
-    held, fresh = base / "held" / "memory", base / "fresh" / "memory"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(telemetry, "ROTATE_BYTES", 120)
-        patch.setattr(telemetry, "_HOLD_OPEN", hold)
-        sink = TelemetrySink(held / "steps.jsonl")
-        for number, (event, count) in enumerate(steps):
-            for folder in (held, fresh):
-                path = folder / "steps.jsonl"
-                if event == "remove folder":
-                    shutil.rmtree(folder, ignore_errors=True)
-                elif event == "rotate" and path.exists():
-                    os.replace(path, folder / "steps.jsonl.1")
-                elif event == "replace" and folder.exists():
-                    (folder / "other").write_text(f"another writer {number}\n")
-                    os.replace(folder / "other", path)
-                elif event == "delete" and path.exists():
-                    path.unlink()
-            if event == "rows":
-                for row in range(count):
-                    line = f'{{"row":{number}.{row},"pad":"{"x" * (count * 10)}"}}'
-                    sink._append(line)
-                    _append_rotating_by_definition(fresh / "steps.jsonl", line)
-            assert _files(held) == _files(fresh)
-    assert sink.rows_written == sum(count for event, count in steps if event == "rows")
-
-
-def test_the_file_sink_takes_rows_from_several_threads(tmp_path):
-    """Threads sharing one sink (and its held file) lose no row and cut none."""
-    import threading
-
-    sink = TelemetrySink(tmp_path / "memory" / "steps.jsonl")
-
-    def write(name):
-        for number in range(150):
-            sink._append(f'{{"thread":"{name}","row":{number}}}')
-
-    threads = [threading.Thread(target=write, args=(str(n),)) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    rows = [json.loads(line) for line in sink.path.read_text().splitlines()]
-    assert sorted((r["thread"], r["row"]) for r in rows) == sorted(
-        (str(n), number) for n in range(4) for number in range(150)
-    )
-
-
-def test_the_file_sink_closes_its_file_when_collected(tmp_path):
-    import gc
-
-    from clio_acp.memory import telemetry
-
-    if not telemetry._HOLD_OPEN:
-        pytest.skip("the file is held open on POSIX only")
-    sink = TelemetrySink(tmp_path / "steps.jsonl")
-    sink._append("{}")
-    fd = sink._held[1]
-    os.fstat(fd)  # open
-    del sink
-    gc.collect()
-    with pytest.raises(OSError):
-        os.fstat(fd)
-
-
-def test_the_file_sink_opens_its_file_again_when_its_mode_changes(tmp_path):
-    # break6: the held descriptor wrote on into a file made read-only, where opening
-    # it per row (482613b) was refused and dropped the row.
-    from clio_acp.memory import telemetry
-
-    if not telemetry._HOLD_OPEN:
-        pytest.skip("the file is held open on POSIX only")
-    path = tmp_path / "steps.jsonl"
-    sink = TelemetrySink(path)
-    sink._append('{"n":0}')
-    first = sink._held
-    os.chmod(path, 0o444)
-    sink._append('{"n":1}')
-    assert not first[2].alive  # the descriptor held before the change was closed
-    if os.geteuid() != 0:  # root writes a read-only file anyway, like a fresh open
-        assert path.read_text().splitlines() == ['{"n":0}']
-        assert sink.rows_written == 1
-    os.chmod(path, 0o644)
-    sink._append('{"n":2}')
-    assert path.read_text().splitlines()[-1] == '{"n":2}'
-
-
 def test_the_file_sink_finishes_a_short_write(tmp_path, monkeypatch):
-    import os
-
     real_write = os.write
     monkeypatch.setattr(os, "write", lambda fd, data: real_write(fd, bytes(data[:3])))
     sink = TelemetrySink(tmp_path / "steps.jsonl")
@@ -700,3 +576,82 @@ def test_delta_counts_equal_the_definition_for_any_class_lists(k1, k2, p1, p2, s
         {"status": status, "knowledge": [dict(e, injectionCount=9) for e in k1], "procedural": p1},
     ):
         assert delta_counts(before, after) == _counts_by_definition(before, after)
+
+
+def _append_rotating_by_definition(path, line):
+    """The sink's append as first written: rotate a file past the limit, then open,
+    append and close."""
+    from clio_acp.memory import telemetry
+
+    try:
+        if os.stat(path).st_size > telemetry.ROTATE_BYTES:
+            os.replace(path, path.with_name(path.name + ".1"))
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+
+
+def _files(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+_OUTSIDE = st.sampled_from(["rows", "rows", "rows", "remove folder", "rotate", "replace", "delete"])
+
+
+@settings(max_examples=60)
+@given(st.lists(st.tuples(_OUTSIDE, st.integers(1, 4)), max_size=12))
+def test_the_file_sink_writes_where_a_text_file_append_would(tmp_path_factory, steps):
+    """Every row lands where a text-file append to ``path`` would put it, whatever happens to the file
+    between rows: the folder removed, the file rotated or replaced or deleted by
+    another writer, and rotation past the limit (120 bytes here)."""
+    import shutil
+
+    from clio_acp.memory import telemetry
+
+    base = tmp_path_factory.mktemp("sink")
+    sunk, fresh = base / "sink" / "memory", base / "fresh" / "memory"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(telemetry, "ROTATE_BYTES", 120)
+        sink = TelemetrySink(sunk / "steps.jsonl")
+        for number, (event, count) in enumerate(steps):
+            for folder in (sunk, fresh):
+                path = folder / "steps.jsonl"
+                if event == "remove folder":
+                    shutil.rmtree(folder, ignore_errors=True)
+                elif event == "rotate" and path.exists():
+                    os.replace(path, folder / "steps.jsonl.1")
+                elif event == "replace" and folder.exists():
+                    (folder / "other").write_text(f"another writer {number}\n")
+                    os.replace(folder / "other", path)
+                elif event == "delete" and path.exists():
+                    path.unlink()
+            if event == "rows":
+                for row in range(count):
+                    line = f'{{"row":{number}.{row},"pad":"{"x" * (count * 10)}"}}'
+                    sink._append(line)
+                    _append_rotating_by_definition(fresh / "steps.jsonl", line)
+            assert _files(sunk) == _files(fresh)
+    assert sink.rows_written == sum(count for event, count in steps if event == "rows")
+
+
+def test_the_file_sink_takes_rows_from_several_threads(tmp_path):
+    """Threads sharing one sink lose no row and cut none."""
+    import threading
+
+    sink = TelemetrySink(tmp_path / "memory" / "steps.jsonl")
+
+    def write(name):
+        for number in range(150):
+            sink._append(f'{{"thread":"{name}","row":{number}}}')
+
+    threads = [threading.Thread(target=write, args=(str(n),)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    rows = [json.loads(line) for line in sink.path.read_text().splitlines()]
+    assert sorted((r["thread"], r["row"]) for r in rows) == sorted(
+        (str(n), number) for n in range(4) for number in range(150)
+    )
