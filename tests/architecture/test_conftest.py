@@ -5,9 +5,11 @@ in tests find on ``PATH``, the check of ``SHARED_PROCESS_GROUPS``; and
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -70,16 +72,40 @@ def test_python3_on_the_path_is_this_interpreter_without_the_test_environment():
     assert no_pytest
 
 
-async def test_closing_an_acp_agent_waits_for_a_slow_exit_instead_of_terminating_it(monkeypatch):
-    # An agent that needs 3 s to exit after end of input (more than the SDK's default
-    # 2 s): closing waits for it (exit code 0) instead of sending SIGTERM, whose race
-    # with the exit raised ProcessLookupError on a loaded machine.
-    from tests.support import acp_client
+async def test_closing_an_acp_agent_waits_for_a_slow_exit_instead_of_terminating_it(
+    monkeypatch, tmp_path
+):
+    # Closing waits for an agent still exiting after end of input (exit code 0) instead
+    # of the SDK's short default wait then SIGTERM, whose race with the exit raised
+    # ProcessLookupError on a loaded machine. The SDK's default is set to no wait at all,
+    # and the agent exits only when the test releases it, once it is known to be waiting
+    # after end of input: an agent closed with the SDK's default is terminated first.
+    from acp import transports
 
-    slow_exit = "import sys, time; sys.stdin.buffer.read(); time.sleep(3)"
+    from tests.support import acp_client
+    from tests.support.waiting import wait_until
+
+    # spawn_stdio_transport's keyword default (agent-client-protocol 0.12.1, pinned exactly
+    # in pyproject.toml): setting a renamed one would change nothing, so it is checked first.
+    defaults = transports.spawn_stdio_transport.__wrapped__.__kwdefaults__
+    assert "shutdown_timeout" in defaults
+    monkeypatch.setitem(defaults, "shutdown_timeout", 0.0)
+    waiting = tmp_path / "waiting-after-end-of-input"
+    slow_exit = (
+        "import pathlib, signal, sys; signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1}); "
+        f"sys.stdin.buffer.read(); pathlib.Path({str(waiting)!r}).touch(); "
+        "signal.sigwait({signal.SIGUSR1})"
+    )
     monkeypatch.setattr(acp_client, "AGENT_ARGV", [sys.executable, "-c", slow_exit])
+
+    async def release(proc):
+        await wait_until(lambda: waiting.exists() or proc.returncode is not None)
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGUSR1)
+
     async with acp_client.acp_agent() as (_conn, _client, proc):
-        pass
+        releasing = asyncio.create_task(release(proc))
+    await releasing
     assert proc.returncode == 0
 
 
