@@ -188,14 +188,9 @@ def canonical_call(tool_name: str, args: Any, flat: bool = False) -> str:
     """``toolName`` + canonical JSON of the args, no separator (§4). Arguments that
     cannot be represented make the args part ``<unrepresentable>``. ``flat``: the
     caller found ``flat_json_object(args)`` true (spares checking it again)."""
-    if flat:
-        try:
-            return tool_name.strip() + _flat_json(args)
-        except ValueError:  # an int past sys.get_int_max_str_digits(), as below
-            return tool_name.strip() + UNREPRESENTABLE
     try:
-        rendered = canonical_json(args if args is not None else {})
-    except ValueError:
+        rendered = _flat_json(args) if flat else canonical_json(args if args is not None else {})
+    except ValueError:  # also an int past sys.get_int_max_str_digits()
         rendered = UNREPRESENTABLE
     return tool_name.strip() + rendered
 
