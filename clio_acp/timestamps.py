@@ -10,7 +10,8 @@ move unchanged between clio_acp and the reference implementation (MEMORY_SPEC §
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+import time
+from datetime import UTC, datetime, timedelta
 
 _CANONICAL = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
@@ -31,9 +32,37 @@ def format_timestamp(moment: datetime) -> str:
     )
 
 
+_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_last_now: tuple[int, str] = (-1, "")
+_last_second: tuple[int, str] = (-1, "")
+
+
 def utc_now() -> str:
-    """The current time as a canonical timestamp."""
-    return format_timestamp(datetime.now(UTC))
+    """The current time as a canonical timestamp, formatted once per millisecond (the
+    bank writes and telemetry rows of one millisecond share the text; the rules tier
+    stamps nearly every tool call). ``datetime.now`` floors the same system clock to
+    microseconds, so the millisecond is the one ``format_timestamp(datetime.now(UTC))``
+    writes."""
+    global _last_now
+    ms = time.time_ns() // 1_000_000
+    last, text = _last_now
+    if ms != last:
+        text = millisecond_text(ms)
+        _last_now = (ms, text)
+    return text
+
+
+def millisecond_text(ms: int) -> str:
+    """``format_timestamp`` of ``ms`` milliseconds after the Unix epoch. Everything
+    up to the milliseconds is formatted once per second (the writes of one second
+    share it), then the three digits of the millisecond and ``Z`` follow."""
+    global _last_second
+    second, milli = divmod(ms, 1000)
+    known, head = _last_second
+    if second != known:
+        head = format_timestamp(_UNIX_EPOCH + timedelta(seconds=second))[:-4]
+        _last_second = (second, head)
+    return f"{head}{milli:03d}Z"
 
 
 def is_canonical_timestamp(value: object) -> bool:

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from operator import attrgetter
 from typing import Any, Literal
 
 from clio_acp.memory.redact import cut_keeping_markers, redact_preserving_markers
-from clio_acp.timestamps import format_timestamp, is_canonical_timestamp
+from clio_acp.timestamps import format_timestamp, is_canonical_timestamp, utc_now
 
 EntryKind = Literal["status", "knowledge", "procedural"]
 SavableKind = Literal["knowledge", "procedural"]
@@ -45,37 +44,6 @@ _WHITESPACE = re.compile(r"\s+")
 # UTF-8 (stdout, journal, handoff, records.json): it becomes U+FFFD.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
-
-
-_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_last_now: tuple[int, str] = (-1, "")
-_last_second: tuple[int, str] = (-1, "")
-
-
-def utc_now_text() -> str:
-    """``timestamps.utc_now()``, formatted once per millisecond: the bank writes and
-    telemetry rows of one millisecond share the text. ``datetime.now`` floors the
-    same system clock to microseconds, so the millisecond is the same."""
-    global _last_now
-    ms = time.time_ns() // 1_000_000
-    last, text = _last_now
-    if ms != last:
-        text = millisecond_text(ms)
-        _last_now = (ms, text)
-    return text
-
-
-def millisecond_text(ms: int) -> str:
-    """``format_timestamp`` of ``ms`` milliseconds after the Unix epoch. Everything
-    up to the milliseconds is formatted once per second (the writes of one second
-    share it), then the three digits of the millisecond and ``Z`` follow."""
-    global _last_second
-    second, milli = divmod(ms, 1000)
-    known, head = _last_second
-    if second != known:
-        head = format_timestamp(_UNIX_EPOCH + timedelta(seconds=second))[:-4]
-        _last_second = (second, head)
-    return f"{head}{milli:03d}Z"
 
 
 def estimate_tokens(text: str) -> int:
@@ -355,7 +323,7 @@ class TaskMemoryBank:
 
     def _now(self) -> str:
         if self._clock is None:  # UTC now
-            return utc_now_text()
+            return utc_now()
         return format_timestamp(self._clock())
 
     def _next_id(self, kind: EntryKind) -> str:
@@ -592,8 +560,6 @@ __all__ = [
     "collapse_whitespace",
     "estimate_tokens",
     "id_suffix",
-    "millisecond_text",
     "normalize_content",
-    "utc_now_text",
     "well_formed_text",
 ]

@@ -5,10 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clio_acp.timestamps import format_timestamp, is_canonical_timestamp, parse_timestamp, utc_now
+from clio_acp.timestamps import (
+    format_timestamp,
+    is_canonical_timestamp,
+    millisecond_text,
+    parse_timestamp,
+    utc_now,
+)
 
 
 def test_format_truncates_to_milliseconds_with_z():
@@ -93,3 +99,22 @@ def test_format_timestamp_equals_its_strftime_definition(moment):
     except (OverflowError, ValueError):
         return  # out of range once converted to UTC: the definition fails too
     assert format_timestamp(moment) == expected
+
+
+# Milliseconds since the Unix epoch from year 1 to year 9999 (years before 1000 take
+# strftime's path in ``format_timestamp``).
+_MS = st.integers(-62_135_596_800_000, 253_402_300_799_999)
+
+
+@settings(max_examples=150)
+@given(st.lists(st.tuples(_MS, st.integers(-1500, 1500)), min_size=1, max_size=8))
+def test_millisecond_text_is_the_formatted_millisecond(moments):
+    """``millisecond_text`` (the date and time of day formatted once per second) equals
+    ``format_timestamp`` of the millisecond, whatever second it formatted last:
+    pairs of nearby milliseconds share or cross a second."""
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    for ms, step in moments:
+        for value in (ms, min(max(ms + step, -62_135_596_800_000), 253_402_300_799_999)):
+            assert millisecond_text(value) == format_timestamp(
+                epoch + timedelta(milliseconds=value)
+            )

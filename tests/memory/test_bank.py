@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from clio_acp.memory.bank import (
     TaskMemoryBank,
     estimate_tokens,
-    millisecond_text,
     normalize_content,
 )
 from clio_acp.memory.policy import PolicyInput, ScriptedAnswerClient, run_task_memory_policy
@@ -42,25 +41,6 @@ class FrozenClock:
 
 def make_bank(**kwargs) -> TaskMemoryBank:
     return TaskMemoryBank(clock=FakeClock(), **kwargs)
-
-
-# Milliseconds since the Unix epoch from year 1 to year 9999 (years before 1000 take
-# strftime's path in ``format_timestamp``).
-_MS = st.integers(-62_135_596_800_000, 253_402_300_799_999)
-
-
-@settings(max_examples=150)
-@given(st.lists(st.tuples(_MS, st.integers(-1500, 1500)), min_size=1, max_size=8))
-def test_millisecond_text_is_the_formatted_millisecond(moments):
-    """``millisecond_text`` (the date and time of day formatted once per second) equals
-    ``format_timestamp`` of the millisecond, whatever second it formatted last:
-    pairs of nearby milliseconds share or cross a second."""
-    epoch = datetime(1970, 1, 1, tzinfo=UTC)
-    for ms, step in moments:
-        for value in (ms, min(max(ms + step, -62_135_596_800_000), 253_402_300_799_999)):
-            assert millisecond_text(value) == format_timestamp(
-                epoch + timedelta(milliseconds=value)
-            )
 
 
 def test_a_bank_without_a_clock_stamps_writes_with_the_current_millisecond():

@@ -13,8 +13,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from clio_acp.memory.bank import utc_now_text as _row_time
 from clio_acp.memory.telemetry import NO_WRITES, StepFields, view_delta_counts
+from clio_acp.timestamps import utc_now as _row_time
 
 __all__ = ["ActivityLog", "render_activity"]
 
